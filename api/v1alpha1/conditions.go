@@ -1,0 +1,122 @@
+package v1alpha1
+
+// Condition types. The first three follow the kstatus conventions, so Argo CD,
+// Flux and `kubectl wait` read an experiment like any well-behaved resource:
+//
+//	running            Reconciling=True  Ready=False            → InProgress
+//	waiting on cluster Stalled=True      Ready=False (Pending)  → Failed until fixed
+//	Succeeded          Ready=True                               → Current
+//	Failed, Aborted    Stalled=True      Ready=False            → Failed
+//
+// A finished or aborted experiment is never left Reconciling.
+const (
+	// ConditionReady is True when the experiment finished successfully and its
+	// summary is final (polarity: normal-true).
+	ConditionReady = "Ready"
+
+	// ConditionReconciling is True while the run is making progress: preflight,
+	// warm-up, windows, analysis (polarity: abnormal-true; removed when done).
+	ConditionReconciling = "Reconciling"
+
+	// ConditionStalled is True when the run cannot make progress without help: the
+	// target is missing, has no limits or is held by another experiment, or the
+	// run ended Failed or Aborted (polarity: abnormal-true; removed otherwise).
+	ConditionStalled = "Stalled"
+
+	// ConditionToggleApplied is True while the toggle is in effect on the target,
+	// that is, while the target differs from what it was before the experiment
+	// (polarity: abnormal-true; a finished experiment always has it False).
+	ConditionToggleApplied = "ToggleApplied"
+
+	// ConditionTargetLocked is True while this experiment holds the lock on its
+	// target Deployment (polarity: normal-true while running; False once released).
+	ConditionTargetLocked = "TargetLocked"
+
+	// ConditionPassed is True when every stage met spec.successCriteria, False
+	// when one did not, Unknown until the summary is final or when the run was
+	// aborted (polarity: normal-true). Present only with successCriteria.
+	ConditionPassed = "Passed"
+
+	// ConditionMetricsAvailable is False when the metrics source could not be
+	// reached; affected windows are marked invalid (polarity: normal-true).
+	ConditionMetricsAvailable = "MetricsAvailable"
+)
+
+// Condition reasons. Event reasons are the same strings.
+const (
+	// ReasonProgressing: the run is moving through its phases.
+	ReasonProgressing = "Progressing"
+	// ReasonSucceeded: the run completed.
+	ReasonSucceeded = "Succeeded"
+
+	// ReasonTargetNotFound: spec.target.deployment does not exist in the namespace.
+	ReasonTargetNotFound = "TargetNotFound"
+	// ReasonTargetNotReady: the target has unavailable replicas or a rollout in
+	// progress before the experiment started.
+	ReasonTargetNotReady = "TargetNotReady"
+	// ReasonTargetMissingLimits: the target container has no CPU or memory limit,
+	// so utilisation cannot be measured.
+	ReasonTargetMissingLimits = "TargetMissingLimits"
+	// ReasonContainerNotFound: spec.target.container is not in the pod template.
+	ReasonContainerNotFound = "ContainerNotFound"
+	// ReasonTargetHeld: another experiment holds the target's lock; the message
+	// names it.
+	ReasonTargetHeld = "TargetHeld"
+	// ReasonScriptNotFound: the ConfigMap or key of spec.load.scriptRef is missing.
+	ReasonScriptNotFound = "ScriptNotFound"
+	// ReasonInvalidSpec: the spec passed admission but cannot be run (for example
+	// an object created while the CRD's validation was not installed).
+	ReasonInvalidSpec = "InvalidSpec"
+
+	// ReasonAbortRequested: spec.abort was set.
+	ReasonAbortRequested = "AbortRequested"
+	// ReasonHeapGrowth: the runaway-heap guardrail tripped.
+	ReasonHeapGrowth = "HeapGrowth"
+	// ReasonMemoryLimit: memory utilisation went past guardrails.heap.maxUtilization.
+	ReasonMemoryLimit = "MemoryLimit"
+	// ReasonOOMKilled: a target container was OOM-killed.
+	ReasonOOMKilled = "OOMKilled"
+	// ReasonRestarts: target containers restarted more than guardrails.maxRestarts.
+	ReasonRestarts = "Restarts"
+	// ReasonErrorRate: the load's error rate went past guardrails.errorRate.
+	ReasonErrorRate = "ErrorRate"
+	// ReasonRolloutStuck: a rollout caused by the toggle did not finish in time.
+	ReasonRolloutStuck = "RolloutStuck"
+	// ReasonToggleFailed: the toggle could not be applied (for example the admin
+	// endpoint answered non-2xx); what was applied is reverted.
+	ReasonToggleFailed = "ToggleFailed"
+	// ReasonLoadFailed: a k6 Job failed, so the run could not be measured.
+	ReasonLoadFailed = "LoadFailed"
+
+	// ReasonToggleOn and ReasonToggleOff explain ConditionToggleApplied.
+	ReasonToggleOn  = "ToggleOn"
+	ReasonToggleOff = "ToggleOff"
+	// ReasonLockHeld and ReasonLockReleased explain ConditionTargetLocked.
+	ReasonLockHeld     = "LockHeld"
+	ReasonLockReleased = "LockReleased"
+	// ReasonCriteriaMet, ReasonCriteriaExceeded and ReasonNoVerdict explain
+	// ConditionPassed.
+	ReasonCriteriaMet      = "CriteriaMet"
+	ReasonCriteriaExceeded = "CriteriaExceeded"
+	ReasonNoVerdict        = "NoVerdict"
+	// ReasonMetricsOK and ReasonMetricsUnavailable explain ConditionMetricsAvailable.
+	ReasonMetricsOK          = "MetricsOK"
+	ReasonMetricsUnavailable = "MetricsUnavailable"
+)
+
+// Annotations and labels the operator puts on objects it touches.
+const (
+	// AnnotationLock on the target Deployment names the experiment
+	// (namespace/name) that holds it; it is the lock.
+	AnnotationLock = "perfexp.dev/locked-by"
+	// AnnotationOriginal on the target Deployment keeps the toggle's original
+	// state, written before the toggle is applied, so it can be restored whatever
+	// happens to the experiment's status.
+	AnnotationOriginal = "perfexp.dev/original"
+	// LabelExperiment on k6 Jobs and pods names the experiment that owns them; the
+	// operator's caches are filtered by it.
+	LabelExperiment = "perfexp.dev/experiment"
+	// Finalizer makes deletion wait until the toggle is reverted, the load stopped
+	// and the lock released.
+	Finalizer = "perfexp.dev/cleanup"
+)

@@ -1,0 +1,155 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// The defaults. They are also written as +kubebuilder:default markers, because the
+// apiserver applies those at admission; Default applies the same values in Go for
+// objects that never went through an apiserver (the kubectl-perf plugin reads
+// manifests offline). A test compares both against a real apiserver.
+const (
+	DefaultBaseline           Duration   = "30m"
+	DefaultTreatment          Duration   = "30m"
+	DefaultSettle             Duration   = "2m"
+	DefaultMetricsInterval    Duration   = "15s"
+	DefaultLoadTimeout        Duration   = "10s"
+	DefaultHTTPToggleTimeout  Duration   = "5s"
+	DefaultK6Image                       = "grafana/k6:1.8.1"
+	DefaultK6Parallelism      int32      = 1
+	DefaultErrorRate          Percent    = "5%"
+	DefaultMaxUtilization     Percent    = "90%"
+	DefaultMaxGrowthPerMinute            = "100Mi"
+	DefaultConsecutive        int32      = 3
+	DefaultScriptKey                     = "script.js"
+	DefaultJobsPolicy         JobsPolicy = JobsPolicyDelete
+)
+
+// Default fills every unset field that has a default, exactly as the CRD's
+// defaulting does. It never overwrites a set field.
+func (in *PerfExperiment) Default() {
+	s := &in.Spec
+	setDuration(&s.Windows.Baseline, DefaultBaseline)
+	setDuration(&s.Windows.Treatment, DefaultTreatment)
+	setDuration(&s.Windows.Settle, DefaultSettle)
+	if s.Metrics.Source == "" {
+		s.Metrics.Source = MetricsSourceAuto
+	}
+	setDuration(&s.Metrics.Interval, DefaultMetricsInterval)
+	setDuration(&s.Load.Timeout, DefaultLoadTimeout)
+	if s.Load.K6.Image == "" {
+		s.Load.K6.Image = DefaultK6Image
+	}
+	if s.Load.K6.Parallelism == 0 {
+		s.Load.K6.Parallelism = DefaultK6Parallelism
+	}
+	for i := range s.Load.Requests {
+		r := &s.Load.Requests[i]
+		if r.Method == "" {
+			r.Method = "GET"
+		}
+		if r.Weight == 0 {
+			r.Weight = 1
+		}
+	}
+	if s.Load.ScriptRef != nil && s.Load.ScriptRef.Key == "" {
+		s.Load.ScriptRef.Key = DefaultScriptKey
+	}
+	if h := s.Toggle.HTTP; h != nil {
+		if h.Method == "" {
+			h.Method = "POST"
+		}
+		if h.Revert.Method == "" {
+			h.Revert.Method = "POST"
+		}
+		if h.Scheme == "" {
+			h.Scheme = "http"
+		}
+		setDuration(&h.Timeout, DefaultHTTPToggleTimeout)
+	}
+	g := &s.Guardrails
+	if g.ErrorRate == "" {
+		g.ErrorRate = DefaultErrorRate
+	}
+	if g.Heap.MaxGrowthPerMinute == nil {
+		q := resource.MustParse(DefaultMaxGrowthPerMinute)
+		g.Heap.MaxGrowthPerMinute = &q
+	}
+	if g.Heap.MaxUtilization == "" {
+		g.Heap.MaxUtilization = DefaultMaxUtilization
+	}
+	if g.Heap.ConsecutiveBreaches == 0 {
+		g.Heap.ConsecutiveBreaches = DefaultConsecutive
+	}
+	if s.Cleanup.Jobs == "" {
+		s.Cleanup.Jobs = DefaultJobsPolicy
+	}
+}
+
+func setDuration(d *Duration, def Duration) {
+	if *d == "" {
+		*d = def
+	}
+}
+
+// Parse returns the duration's value. An empty Duration is zero.
+func (d Duration) Parse() (time.Duration, error) {
+	if d == "" {
+		return 0, nil
+	}
+	v, err := time.ParseDuration(string(d))
+	if err != nil {
+		return 0, fmt.Errorf("must be a duration such as 30s, 5m or 1h30m: %w", err)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("must not be negative")
+	}
+	return v, nil
+}
+
+// Fraction returns the percentage as a fraction: "5%" is 0.05. An empty Percent is 0.
+func (p Percent) Fraction() (float64, error) {
+	if p == "" {
+		return 0, nil
+	}
+	s, ok := strings.CutSuffix(string(p), "%")
+	v, err := strconv.ParseFloat(s, 64)
+	if !ok || err != nil || v < 0 || v > 100 || strings.ContainsAny(s, "eE+-") {
+		return 0, fmt.Errorf("must be a percentage from 0%% to 100%%, such as 5%% or 2.5%%")
+	}
+	return v / 100, nil
+}
+
+// StageName is the name of stage i: its Name, or its QPS when unnamed.
+func (s *PerfExperimentSpec) StageName(i int) string {
+	if s.Stages[i].Name != "" {
+		return s.Stages[i].Name
+	}
+	return strconv.Itoa(int(s.Stages[i].QPS))
+}
+
+// ToggleKind names the toggle's kind: env, jvmOption, args or http ("" if none).
+func (t *ToggleSpec) Kind() string {
+	switch {
+	case t.Env != nil:
+		return "env"
+	case t.JVMOption != "":
+		return "jvmOption"
+	case len(t.Args) > 0:
+		return "args"
+	case t.HTTP != nil:
+		return "http"
+	}
+	return ""
+}
+
+// RollsPods reports whether applying the toggle changes the pod template, and so
+// causes a rollout; runtime (http) toggles do not.
+func (t *ToggleSpec) RollsPods() bool {
+	return t.Kind() != "http"
+}

@@ -1,0 +1,335 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase is where an experiment is in its run.
+// +kubebuilder:validation:Enum=Pending;WarmingUp;Baseline;Switching;Treatment;Reverting;Analyzing;Succeeded;Failed;Aborted
+type Phase string
+
+// The phases, in the order a run goes through them. Per stage the run goes
+// Baseline → Switching (toggle applied, rollout, settle) → Treatment → Reverting
+// (toggle reverted, rollout, settle) and on to the next stage's Baseline.
+const (
+	// PhasePending: accepted, preflight not passed yet (target missing or not
+	// ready, no limits, target held by another experiment). Nothing has changed
+	// on the target; the spec may still be edited.
+	PhasePending Phase = "Pending"
+	// PhaseWarmingUp: warm-up load is running; excluded from results.
+	PhaseWarmingUp Phase = "WarmingUp"
+	// PhaseBaseline: a baseline window is measured with the toggle off.
+	PhaseBaseline Phase = "Baseline"
+	// PhaseSwitching: the toggle is being applied, rolled out and settled, under load.
+	PhaseSwitching Phase = "Switching"
+	// PhaseTreatment: a treatment window is measured with the toggle on.
+	PhaseTreatment Phase = "Treatment"
+	// PhaseReverting: the toggle is being reverted, rolled out and settled.
+	PhaseReverting Phase = "Reverting"
+	// PhaseAnalyzing: all windows are measured; the summary is being computed.
+	PhaseAnalyzing Phase = "Analyzing"
+	// PhaseSucceeded: the run completed and the summary is final. Terminal.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed: the run could not complete (for example its load Job failed
+	// repeatedly); the toggle is reverted. Terminal.
+	PhaseFailed Phase = "Failed"
+	// PhaseAborted: spec.abort or a guardrail stopped the run; the toggle is
+	// reverted and status.abort says why. Terminal.
+	PhaseAborted Phase = "Aborted"
+)
+
+// IsTerminal reports whether the phase is final: nothing more will run.
+func (p Phase) IsTerminal() bool {
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseAborted
+}
+
+// Variant is the kind of a window.
+// +kubebuilder:validation:Enum=warmup;baseline;settle;treatment
+type Variant string
+
+// The window variants. Only baseline and treatment windows enter the results.
+const (
+	VariantWarmup    Variant = "warmup"
+	VariantBaseline  Variant = "baseline"
+	VariantSettle    Variant = "settle"
+	VariantTreatment Variant = "treatment"
+)
+
+// PerfExperimentStatus is what the operator observed and decided. Every deadline
+// of the run is computed from the timestamps here, so an operator restarted at any
+// moment carries on where it was.
+type PerfExperimentStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase is where the run is.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// CurrentStage is the stage being run, as "index/total (qps)", such as
+	// "2/3 (1000qps)".
+	// +optional
+	CurrentStage string `json:"currentStage,omitempty"`
+
+	// StageIndex is the zero-based index of the stage being run.
+	// +optional
+	StageIndex *int32 `json:"stageIndex,omitempty"`
+
+	// Conditions follow the kstatus conventions (Ready, Reconciling, Stalled)
+	// plus the domain conditions documented with their types.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// StartTime is when preflight passed and the run began.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// PhaseStartTime is when the current phase began.
+	// +optional
+	PhaseStartTime *metav1.Time `json:"phaseStartTime,omitempty"`
+
+	// CompletionTime is when the run reached a terminal phase.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// MetricsSource is the source in use, resolved from spec.metrics.source.
+	// +optional
+	MetricsSource MetricsSource `json:"metricsSource,omitempty"`
+
+	// Toggle records what the toggle changed and what must be restored.
+	// +optional
+	Toggle *ToggleStatus `json:"toggle,omitempty"`
+
+	// Windows are the measured and excluded windows, in run order.
+	// +optional
+	// +listType=atomic
+	Windows []WindowStatus `json:"windows,omitempty"`
+
+	// Summary is the overhead table, one row per stage.
+	// +optional
+	// +listType=atomic
+	Summary []StageSummary `json:"summary,omitempty"`
+
+	// Verdict is the experiment's outcome in one word.
+	// +optional
+	Verdict Verdict `json:"verdict,omitempty"`
+
+	// Overhead is the largest relative overhead over all stages, for printing.
+	// +optional
+	Overhead *OverheadColumns `json:"overhead,omitempty"`
+
+	// Abort says why the run was aborted, when it was.
+	// +optional
+	Abort *AbortStatus `json:"abort,omitempty"`
+}
+
+// ToggleStatus records the toggle's state on the target. The same record is kept
+// in an annotation on the Deployment before anything is changed, so the original
+// can be restored even if this status is lost.
+type ToggleStatus struct {
+	// Applied is true while the toggle is in effect on the target.
+	Applied bool `json:"applied"`
+
+	// Original is the target's state before the toggle, as the toggle kind's JSON
+	// record (for example the container's env entry, or its absence).
+	// +optional
+	Original string `json:"original,omitempty"`
+
+	// AppliedAt is when the toggle was last applied.
+	// +optional
+	AppliedAt *metav1.Time `json:"appliedAt,omitempty"`
+
+	// RevertedAt is when the toggle was last reverted.
+	// +optional
+	RevertedAt *metav1.Time `json:"revertedAt,omitempty"`
+
+	// Pods are the pods a runtime (http) toggle was applied to; each gets the
+	// revert request.
+	// +optional
+	// +listType=set
+	Pods []string `json:"pods,omitempty"`
+}
+
+// WindowStatus is one window of the run and what was measured in it.
+type WindowStatus struct {
+	// Stage is the stage's zero-based index; -1 for the warm-up.
+	Stage int32 `json:"stage"`
+
+	// QPS is the target arrival rate of the window.
+	QPS int32 `json:"qps"`
+
+	// Variant is the kind of window.
+	Variant Variant `json:"variant"`
+
+	// Job is the k6 Job that loaded the window.
+	// +optional
+	Job string `json:"job,omitempty"`
+
+	// Start is when the window's load started (its pods started), not when its
+	// Job was created.
+	// +optional
+	Start *metav1.Time `json:"start,omitempty"`
+
+	// End is when the window ended.
+	// +optional
+	End *metav1.Time `json:"end,omitempty"`
+
+	// Load is what the load generator reported.
+	// +optional
+	Load *LoadResult `json:"load,omitempty"`
+
+	// Resources are the target's resource aggregates over the window.
+	// +optional
+	Resources *ResourceAggregates `json:"resources,omitempty"`
+
+	// Valid is false when the window must not be trusted; Invalid says why.
+	// +optional
+	Valid *bool `json:"valid,omitempty"`
+
+	// Invalid lists why the window is not trusted, such as
+	// "achieved 489.2 req/s, 2.2% below the target 500" or "dropped 31 iterations".
+	// +optional
+	// +listType=atomic
+	Invalid []string `json:"invalid,omitempty"`
+}
+
+// LoadResult is one window's k6 results. Latencies are exact percentiles of all the
+// window's requests, never averages of percentiles.
+type LoadResult struct {
+	// Requests is the number of requests sent.
+	Requests int64 `json:"requests"`
+	// Failures is the number of failed requests.
+	Failures int64 `json:"failures"`
+	// DroppedIterations is the number of iterations k6 could not start in time.
+	DroppedIterations int64 `json:"droppedIterations"`
+	// AchievedQPS is requests per second over the window.
+	AchievedQPS float64 `json:"achievedQPS"`
+	// P50Ms is the median latency in milliseconds.
+	P50Ms float64 `json:"p50Ms"`
+	// P95Ms is the 95th percentile latency in milliseconds.
+	P95Ms float64 `json:"p95Ms"`
+	// P99Ms is the 99th percentile latency in milliseconds.
+	P99Ms float64 `json:"p99Ms"`
+}
+
+// ResourceAggregates are a window's mean resource use, summed over target pods.
+type ResourceAggregates struct {
+	// Samples is the number of samples aggregated.
+	Samples int32 `json:"samples"`
+	// CPUCores is the mean CPU use in cores.
+	CPUCores float64 `json:"cpuCores"`
+	// CPUPercentOfLimit is the mean CPU use as a percentage of the CPU limit.
+	// +optional
+	CPUPercentOfLimit float64 `json:"cpuPercentOfLimit,omitempty"`
+	// MemoryBytes is the mean working set in bytes.
+	MemoryBytes int64 `json:"memoryBytes"`
+	// MemoryPercentOfLimit is the mean working set as a percentage of the limit.
+	// +optional
+	MemoryPercentOfLimit float64 `json:"memoryPercentOfLimit,omitempty"`
+	// HeapBytes is the mean heap in use, when the target exports it.
+	// +optional
+	HeapBytes *int64 `json:"heapBytes,omitempty"`
+}
+
+// StageSummary is one row of the overhead table.
+type StageSummary struct {
+	// Stage is the stage's name (its QPS unless named).
+	Stage string `json:"stage"`
+	// QPS is the stage's target rate.
+	QPS int32 `json:"qps"`
+	// CPU compares CPU use in cores; the delta is also given in percentage points
+	// of the limit.
+	// +optional
+	CPU *MetricComparison `json:"cpu,omitempty"`
+	// Memory compares the working set in bytes.
+	// +optional
+	Memory *MetricComparison `json:"memory,omitempty"`
+	// Heap compares heap bytes in use, when exported.
+	// +optional
+	Heap *MetricComparison `json:"heap,omitempty"`
+	// P50 compares median latency in milliseconds.
+	// +optional
+	P50 *MetricComparison `json:"p50,omitempty"`
+	// P95 compares 95th percentile latency in milliseconds.
+	// +optional
+	P95 *MetricComparison `json:"p95,omitempty"`
+	// P99 compares 99th percentile latency in milliseconds.
+	// +optional
+	P99 *MetricComparison `json:"p99,omitempty"`
+	// Trustworthy is false when a window of the stage was invalid.
+	Trustworthy bool `json:"trustworthy"`
+	// Verdict is the stage's outcome.
+	Verdict Verdict `json:"verdict"`
+}
+
+// MetricComparison is one metric before and after the toggle.
+type MetricComparison struct {
+	// Baseline is the value with the toggle off.
+	Baseline float64 `json:"baseline"`
+	// Treatment is the value with the toggle on.
+	Treatment float64 `json:"treatment"`
+	// Delta is treatment minus baseline, in the metric's unit.
+	Delta float64 `json:"delta"`
+	// DeltaPercentOfLimit is the delta in percentage points of the limit (CPU and
+	// memory only).
+	// +optional
+	DeltaPercentOfLimit *float64 `json:"deltaPercentOfLimit,omitempty"`
+	// Overhead is the relative change (treatment − baseline) / baseline, as a
+	// fraction (0.041 is +4.1 %).
+	Overhead float64 `json:"overhead"`
+	// CILow is the lower bound of the 95 % confidence interval of Overhead.
+	CILow float64 `json:"ciLow"`
+	// CIHigh is the upper bound of the 95 % confidence interval of Overhead.
+	CIHigh float64 `json:"ciHigh"`
+	// Significant is true when the interval excludes 0.
+	Significant bool `json:"significant"`
+	// Material is true when the overhead exceeds the success criterion.
+	// +optional
+	Material bool `json:"material,omitempty"`
+}
+
+// Verdict is an outcome in one word.
+// +kubebuilder:validation:Enum=Pass;Fail;NoEffect;Inconclusive
+type Verdict string
+
+// The verdicts.
+const (
+	// VerdictPass: every criterion held (the overhead may be significant but is
+	// within tolerance).
+	VerdictPass Verdict = "Pass"
+	// VerdictFail: some overhead exceeds its criterion.
+	VerdictFail Verdict = "Fail"
+	// VerdictNoEffect: no significant overhead and no criteria were given.
+	VerdictNoEffect Verdict = "NoEffect"
+	// VerdictInconclusive: a window was invalid or the run was aborted.
+	VerdictInconclusive Verdict = "Inconclusive"
+)
+
+// OverheadColumns are preformatted overheads for kubectl's printer columns.
+type OverheadColumns struct {
+	// CPU is the largest CPU overhead over all stages, such as "+4.1%".
+	// +optional
+	CPU string `json:"cpu,omitempty"`
+	// Memory is the largest memory overhead over all stages.
+	// +optional
+	Memory string `json:"memory,omitempty"`
+	// P99 is the largest p99 latency overhead over all stages.
+	// +optional
+	P99 string `json:"p99,omitempty"`
+}
+
+// AbortStatus says why and when a run was aborted.
+type AbortStatus struct {
+	// Reason is a CamelCase reason, the same as the Ready condition's.
+	Reason string `json:"reason"`
+	// Message explains the abort with numbers, such as
+	// "heap +712 MiB/min, limit 100 MiB/min; projected to reach the limit in 9m".
+	Message string `json:"message"`
+	// At is when the abort was decided.
+	At metav1.Time `json:"at"`
+}

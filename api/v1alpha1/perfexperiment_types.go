@@ -1,0 +1,641 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Validation notes for the whole file:
+//   - every string has a MaxLength and every list a MaxItems: the apiserver estimates
+//     the cost of each CEL rule from these bounds and refuses a CRD without them;
+//   - CEL rules that parse a value (duration(), quantity()) first check its format
+//     with matches(), so a malformed value yields one clear message, not an
+//     evaluation error;
+//   - messages name what is allowed; the apiserver prefixes them with the field path.
+
+// Duration is a Go duration string such as "30s", "5m" or "1h30m".
+//
+// +kubebuilder:validation:MaxLength=32
+// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m (units: ns, us, ms, s, m, h)"
+type Duration string
+
+// Percent is a percentage from 0% to 100%, such as "5%" or "2.5%".
+//
+// +kubebuilder:validation:MaxLength=12
+// +kubebuilder:validation:XValidation:rule="self.matches('^(100([.]0+)?|[0-9]{1,2}([.][0-9]+)?)%$')",message="must be a percentage from 0% to 100%, such as 5% or 2.5%"
+type Percent string
+
+// PerfExperimentSpec is the plan of an experiment: what to load, at which rates, what
+// to switch, what to watch and when to stop. Once the experiment has started, only
+// spec.abort may change.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.load.scriptRef) || has(self.target.url)",fieldPath=".target.url",reason="FieldValueRequired",message="target.url is required when load.requests generates the k6 script (it is the base URL the requests go to)"
+// +kubebuilder:validation:XValidation:rule="self.metrics.source != 'prometheus' || has(self.metrics.prometheus)",fieldPath=".metrics.prometheus",reason="FieldValueRequired",message="metrics.prometheus.url is required when metrics.source is prometheus"
+// +kubebuilder:validation:XValidation:rule="!self.windows.baseline.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.baseline).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.baseline",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
+// +kubebuilder:validation:XValidation:rule="!self.windows.treatment.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.treatment).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.treatment",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
+type PerfExperimentSpec struct {
+	// Target is the Deployment under test, in the experiment's own namespace.
+	// +required
+	Target TargetSpec `json:"target"`
+
+	// Load describes the k6 load sent to the target: generated weighted requests or
+	// a user script from a ConfigMap, always at a constant arrival rate.
+	// +required
+	Load LoadSpec `json:"load"`
+
+	// Warmup runs load before the first stage so caches, JIT and connection pools
+	// settle. It is excluded from the results. Omit it to start measuring at once.
+	// +optional
+	Warmup *WarmupSpec `json:"warmup,omitempty"`
+
+	// Stages are the load levels, run in order. Each stage measures a baseline
+	// window, applies the toggle, settles, measures a treatment window and reverts.
+	// A list of several rates is a sweep.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Stages []StageSpec `json:"stages"`
+
+	// Windows are the lengths of the measured and settle windows of every stage.
+	// +optional
+	// +kubebuilder:default={}
+	Windows WindowsSpec `json:"windows,omitempty"`
+
+	// Toggle is the change whose cost is measured. Exactly one kind is set.
+	// +required
+	Toggle ToggleSpec `json:"toggle"`
+
+	// Metrics says where CPU, memory and heap samples come from.
+	// +optional
+	// +kubebuilder:default={}
+	Metrics MetricsSpec `json:"metrics,omitempty"`
+
+	// Guardrails abort the experiment and revert the toggle when the target is in
+	// danger. They are evaluated on every sample from the first toggle on.
+	// +optional
+	// +kubebuilder:default={}
+	Guardrails GuardrailsSpec `json:"guardrails,omitempty"`
+
+	// SuccessCriteria are the overheads the toggle may cost. When set, the
+	// experiment's Passed condition says whether every stage stayed within them.
+	// +optional
+	SuccessCriteria *SuccessCriteria `json:"successCriteria,omitempty"`
+
+	// Cleanup says what is kept when the experiment ends. The toggle is always
+	// reverted and the target lock always released.
+	// +optional
+	// +kubebuilder:default={}
+	Cleanup CleanupSpec `json:"cleanup,omitempty"`
+
+	// Abort stops the experiment at once: the load stops, the toggle is reverted and
+	// the experiment ends Aborted. It is the only field that may change once the
+	// experiment has started.
+	// +optional
+	Abort bool `json:"abort,omitempty"`
+}
+
+// TargetSpec names the Deployment under test.
+type TargetSpec struct {
+	// Deployment is the name of the target Deployment in the experiment's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Deployment name in the experiment's namespace (lower-case DNS subdomain, no namespace prefix)"
+	Deployment string `json:"deployment"`
+
+	// Container is the container the toggle changes and whose resources are
+	// measured. Defaults to the first container of the pod template.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a container name (lower-case DNS label)"
+	Container string `json:"container,omitempty"`
+
+	// URL is the base URL the generated load requests go to, usually the target's
+	// Service, such as http://mall-gateway.shop.svc:8080. Required with
+	// load.requests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^/?#[:space:]]+(/[^?#[:space:]]*)?$')",message="must be an absolute http:// or https:// URL without query or fragment, such as http://app.shop.svc:8080"
+	URL string `json:"url,omitempty"`
+}
+
+// LoadSpec describes the load generator.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.requests) != has(self.scriptRef)",message="set exactly one of load.requests (a generated k6 script) or load.scriptRef (your own k6 script in a ConfigMap)"
+type LoadSpec struct {
+	// Requests are the weighted requests of the generated k6 script; each
+	// iteration picks one at random in proportion to its weight.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	Requests []RequestSpec `json:"requests,omitempty"`
+
+	// ScriptRef points to a ConfigMap key holding a k6 script of your own. The
+	// operator still sets the arrival rate: the script's default function is run by
+	// a constant-arrival-rate scenario the operator defines.
+	// +optional
+	ScriptRef *ScriptRef `json:"scriptRef,omitempty"`
+
+	// Timeout is the per-request timeout of the load generator.
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('5m'))",message="must be between 100ms and 5m"
+	Timeout Duration `json:"timeout,omitempty"`
+
+	// K6 configures the k6 load Jobs.
+	// +optional
+	// +kubebuilder:default={}
+	K6 K6Spec `json:"k6,omitempty"`
+}
+
+// RequestSpec is one request of the generated load script.
+type RequestSpec struct {
+	// Method is the HTTP method.
+	// +optional
+	// +kubebuilder:default=GET
+	// +kubebuilder:validation:Enum=GET;POST;PUT;PATCH;DELETE;HEAD
+	Method string `json:"method,omitempty"`
+
+	// Path is appended to target.url; it starts with a slash and may carry a query.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must start with /, such as /api/v1/items"
+	Path string `json:"path"`
+
+	// Weight is the request's share of iterations relative to the other requests.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Weight int32 `json:"weight,omitempty"`
+
+	// Body is sent with POST, PUT and PATCH requests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Body string `json:"body,omitempty"`
+
+	// Headers are added to the request.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Headers []HTTPHeader `json:"headers,omitempty"`
+}
+
+// HTTPHeader is one HTTP request header.
+type HTTPHeader struct {
+	// Name of the header, such as X-Request-Source.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-!#$%&*+.^_`|~0-9A-Za-z]+$')",message="must be an HTTP header name (letters, digits and !#$%&*+-.^_`|~)"
+	Name string `json:"name"`
+
+	// Value of the header.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
+}
+
+// ScriptRef selects a k6 script in a ConfigMap of the experiment's namespace.
+type ScriptRef struct {
+	// Name of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a ConfigMap name (lower-case DNS subdomain)"
+	Name string `json:"name"`
+
+	// Key of the script in the ConfigMap.
+	// +optional
+	// +kubebuilder:default="script.js"
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="must be a ConfigMap key (letters, digits, '-', '_' and '.')"
+	Key string `json:"key,omitempty"`
+}
+
+// K6Spec configures the k6 Jobs that generate load.
+type K6Spec struct {
+	// Image is the k6 container image. Pin it: the results format is read by the
+	// operator.
+	// +optional
+	// +kubebuilder:default="grafana/k6:1.8.1"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// Parallelism is the number of k6 pods per window; the rate is split evenly
+	// between them. Raise it when one k6 pod cannot hold the rate.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	Parallelism int32 `json:"parallelism,omitempty"`
+
+	// PreAllocatedVUs is the number of virtual users each k6 pod starts with.
+	// Defaults to enough for the stage's rate at one second of latency.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20000
+	PreAllocatedVUs *int32 `json:"preAllocatedVUs,omitempty"`
+
+	// MaxVUs caps the virtual users of each k6 pod. Iterations the VUs cannot start
+	// in time are counted as dropped and flag the window, because then the load
+	// generator, not the target, fell short.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50000
+	MaxVUs *int32 `json:"maxVUs,omitempty"`
+
+	// Resources of each k6 container. Defaults to a 1 CPU, 512Mi limit.
+	// +optional
+	Resources *ResourcesSpec `json:"resources,omitempty"`
+}
+
+// ResourcesSpec is a container's resource requests and limits.
+type ResourcesSpec struct {
+	// Requests are the resources the scheduler reserves.
+	// +optional
+	Requests *ResourceAmounts `json:"requests,omitempty"`
+
+	// Limits are the most the container may use.
+	// +optional
+	Limits *ResourceAmounts `json:"limits,omitempty"`
+}
+
+// ResourceAmounts are amounts of CPU and memory.
+type ResourceAmounts struct {
+	// CPU in cores, such as 500m or 2.
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+
+	// Memory in bytes, such as 512Mi.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// WarmupSpec is the load run before the first stage, excluded from results.
+type WarmupSpec struct {
+	// QPS is the warm-up arrival rate in requests per second.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	QPS int32 `json:"qps"`
+
+	// Duration of the warm-up.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('24h'))",message="must be between 1s and 24h"
+	Duration Duration `json:"duration"`
+}
+
+// StageSpec is one load level.
+type StageSpec struct {
+	// QPS is the stage's arrival rate in requests per second.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	QPS int32 `json:"qps"`
+
+	// Name labels the stage in status and reports. Defaults to the QPS.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a lower-case DNS label, such as peak or 2000qps"
+	Name string `json:"name,omitempty"`
+}
+
+// WindowsSpec are the window lengths of every stage.
+type WindowsSpec struct {
+	// Baseline is how long the target is measured with the toggle off.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('20s') && duration(self) <= duration('24h'))",message="must be between 20s and 24h: shorter windows cannot be measured"
+	Baseline Duration `json:"baseline,omitempty"`
+
+	// Treatment is how long the target is measured with the toggle on.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('20s') && duration(self) <= duration('24h'))",message="must be between 20s and 24h: shorter windows cannot be measured"
+	Treatment Duration `json:"treatment,omitempty"`
+
+	// Settle follows every toggle change and its rollout, under load, before the
+	// next measured window; it is excluded from results. 0s is allowed for runtime
+	// toggles that need no warm-up.
+	// +optional
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) <= duration('1h')",message="must be between 0s and 1h"
+	Settle Duration `json:"settle,omitempty"`
+}
+
+// ToggleSpec is the change under test. Exactly one kind is set.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.env), has(self.jvmOption), has(self.args), has(self.http)].filter(x, x).size() == 1",message="set exactly one toggle kind: env, jvmOption, args or http"
+type ToggleSpec struct {
+	// Env sets (or removes) an environment variable of the target container. It
+	// rolls the pods.
+	// +optional
+	Env *EnvToggle `json:"env,omitempty"`
+
+	// JVMOption is merged into the container's JAVA_TOOL_OPTIONS, keeping what is
+	// already there, such as -XX:+UseSerialGC. It rolls the pods.
+	// +optional
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('-')",message="must be a JVM option starting with '-', such as -XX:+UseSerialGC"
+	JVMOption string `json:"jvmOption,omitempty"`
+
+	// Args are appended to the target container's args. They roll the pods.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+
+	// HTTP switches a feature at run time, without a restart, by sending a request
+	// to every ready target pod; Revert is sent to switch it back.
+	// +optional
+	HTTP *HTTPToggle `json:"http,omitempty"`
+}
+
+// EnvToggle sets or removes one environment variable while the toggle is on.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.value) != (has(self.remove) && self.remove)",message="set exactly one of value (the variable's value while the toggle is on) or remove: true (the variable is removed while the toggle is on)"
+type EnvToggle struct {
+	// Name of the variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z][-._a-zA-Z0-9]*$')",message="must be an environment variable name (letters, digits, '_', '-', '.'; not starting with a digit)"
+	Name string `json:"name"`
+
+	// Value of the variable while the toggle is on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value *string `json:"value,omitempty"`
+
+	// Remove removes the variable while the toggle is on.
+	// +optional
+	Remove bool `json:"remove,omitempty"`
+}
+
+// HTTPToggle is a runtime switch: a request to every ready pod, and its revert.
+type HTTPToggle struct {
+	// HTTPRequest switches the feature on.
+	HTTPRequest `json:",inline"`
+
+	// Port of the pods' admin endpoint.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// Scheme of the admin endpoint.
+	// +optional
+	// +kubebuilder:default=http
+	// +kubebuilder:validation:Enum=http;https
+	Scheme string `json:"scheme,omitempty"`
+
+	// Timeout of each request.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('1m'))",message="must be between 100ms and 1m"
+	Timeout Duration `json:"timeout,omitempty"`
+
+	// Revert switches the feature off again. It is sent on every exit path: end of
+	// treatment, abort, guardrail breach and deletion.
+	// +required
+	Revert HTTPRequest `json:"revert"`
+}
+
+// HTTPRequest is one request of a runtime toggle. A 2xx answer means success.
+type HTTPRequest struct {
+	// Path of the request; it starts with a slash and may carry a query.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must start with /, such as /admin/profiling"
+	Path string `json:"path"`
+
+	// Method is the HTTP method.
+	// +optional
+	// +kubebuilder:default=POST
+	// +kubebuilder:validation:Enum=GET;POST;PUT;PATCH;DELETE
+	Method string `json:"method,omitempty"`
+
+	// Body of the request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Body string `json:"body,omitempty"`
+
+	// Headers are added to the request.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Headers []HTTPHeader `json:"headers,omitempty"`
+}
+
+// MetricsSource is where resource samples come from.
+// +kubebuilder:validation:Enum=auto;metrics-server;prometheus
+type MetricsSource string
+
+// The metrics sources.
+const (
+	// MetricsSourceAuto uses Prometheus when spec.metrics.prometheus is set and
+	// reachable, metrics-server otherwise, and records which in status.
+	MetricsSourceAuto MetricsSource = "auto"
+	// MetricsSourceMetricsServer reads metrics.k8s.io; it has no heap metric.
+	MetricsSourceMetricsServer MetricsSource = "metrics-server"
+	// MetricsSourcePrometheus queries the Prometheus HTTP API.
+	MetricsSourcePrometheus MetricsSource = "prometheus"
+)
+
+// MetricsSpec says where samples come from and how often they are taken.
+type MetricsSpec struct {
+	// Source of CPU, memory and heap samples.
+	// +optional
+	// +kubebuilder:default=auto
+	Source MetricsSource `json:"source,omitempty"`
+
+	// Interval between samples. metrics-server refreshes every 15s by default;
+	// a shorter interval only repeats its values.
+	// +optional
+	// +kubebuilder:default="15s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('5m'))",message="must be between 1s and 5m"
+	Interval Duration `json:"interval,omitempty"`
+
+	// Prometheus is the Prometheus server to query.
+	// +optional
+	Prometheus *PrometheusSpec `json:"prometheus,omitempty"`
+
+	// Queries override the default PromQL. Each is a template with the
+	// placeholders {{namespace}}, {{pod}} and {{container}}; the operator escapes
+	// their values. Defaults cover kube-prometheus-stack's cAdvisor series, JVM
+	// (Prometheus and OpenTelemetry names) and Go heap metrics.
+	// +optional
+	Queries *MetricQueries `json:"queries,omitempty"`
+}
+
+// PrometheusSpec is the Prometheus HTTP API endpoint.
+type PrometheusSpec struct {
+	// URL of the Prometheus server, such as
+	// http://prometheus-operated.monitoring:9090.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^/?#[:space:]]+(/[^?#[:space:]]*)?$')",message="must be an absolute http:// or https:// URL, such as http://prometheus-operated.monitoring:9090"
+	URL string `json:"url"`
+}
+
+// MetricQueries are PromQL templates, each returning one series per pod.
+type MetricQueries struct {
+	// CPU returns each pod's CPU use in cores.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	CPU string `json:"cpu,omitempty"`
+
+	// Memory returns each pod's working-set bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Memory string `json:"memory,omitempty"`
+
+	// Heap returns each pod's heap bytes in use (after GC when the runtime exports
+	// it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Heap string `json:"heap,omitempty"`
+}
+
+// GuardrailsSpec are the automatic abort rules.
+type GuardrailsSpec struct {
+	// Heap watches for runaway heap or working-set growth.
+	// +optional
+	// +kubebuilder:default={}
+	Heap HeapGuardrail `json:"heap,omitempty"`
+
+	// ErrorRate aborts when the share of failed load requests exceeds it.
+	// +optional
+	// +kubebuilder:default="5%"
+	ErrorRate Percent `json:"errorRate,omitempty"`
+
+	// MaxRestarts aborts when target containers restart more than this many times
+	// in all after the first toggle. An OOM kill always aborts.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxRestarts int32 `json:"maxRestarts,omitempty"`
+
+	// RolloutTimeout is how long a rollout caused by the toggle (or its revert) may
+	// take before the experiment aborts and reverts. Defaults to the Deployment's
+	// progressDeadlineSeconds.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('2h'))",message="must be between 10s and 2h"
+	RolloutTimeout Duration `json:"rolloutTimeout,omitempty"`
+}
+
+// HeapGuardrail detects runaway growth early, while ignoring a healthy GC sawtooth.
+type HeapGuardrail struct {
+	// MaxGrowthPerMinute is the sustained growth (robust trend of heap after GC, or
+	// of the working set) beyond which the experiment aborts.
+	// +optional
+	// +kubebuilder:default="100Mi"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes per minute, such as 100Mi"
+	MaxGrowthPerMinute *resource.Quantity `json:"maxGrowthPerMinute,omitempty"`
+
+	// MaxUtilization is the share of the memory limit that aborts at once.
+	// +optional
+	// +kubebuilder:default="90%"
+	MaxUtilization Percent `json:"maxUtilization,omitempty"`
+
+	// ConsecutiveBreaches is how many samples in a row must breach the growth rule
+	// before it aborts; it filters out single spikes.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	ConsecutiveBreaches int32 `json:"consecutiveBreaches,omitempty"`
+}
+
+// SuccessCriteria are the largest acceptable relative overheads.
+//
+// +kubebuilder:validation:MinProperties=1
+type SuccessCriteria struct {
+	// MaxCPUOverhead is the largest acceptable CPU overhead, relative to baseline.
+	// +optional
+	MaxCPUOverhead Percent `json:"maxCPUOverhead,omitempty"`
+
+	// MaxMemoryOverhead is the largest acceptable memory overhead.
+	// +optional
+	MaxMemoryOverhead Percent `json:"maxMemoryOverhead,omitempty"`
+
+	// MaxP99Overhead is the largest acceptable p99 latency overhead.
+	// +optional
+	MaxP99Overhead Percent `json:"maxP99Overhead,omitempty"`
+}
+
+// JobsPolicy says what happens to finished k6 Jobs.
+// +kubebuilder:validation:Enum=Delete;Keep
+type JobsPolicy string
+
+// The Jobs policies.
+const (
+	// JobsPolicyDelete removes each k6 Job once its results are recorded.
+	JobsPolicyDelete JobsPolicy = "Delete"
+	// JobsPolicyKeep keeps the k6 Jobs until the experiment is deleted.
+	JobsPolicyKeep JobsPolicy = "Keep"
+)
+
+// CleanupSpec is what is kept when the experiment ends.
+type CleanupSpec struct {
+	// Jobs is what happens to the k6 Jobs.
+	// +optional
+	// +kubebuilder:default=Delete
+	Jobs JobsPolicy `json:"jobs,omitempty"`
+}
+
+// PerfExperiment measures the overhead of a toggle on a Deployment under
+// fixed-rate load, stage by stage, and aborts and reverts it when a guardrail trips.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pexp,categories=perf
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Stage",type=string,JSONPath=`.status.currentStage`
+// +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.verdict`
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.status.overhead.cpu`,description="CPU overhead of the toggle (largest over stages)"
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.overhead.memory`,description="Memory overhead of the toggle (largest over stages)"
+// +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.overhead.p99`,description="p99 latency overhead of the toggle (largest over stages)"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || (self.spec.target == oldSelf.spec.target && self.spec.load == oldSelf.spec.load && has(self.spec.warmup) == has(oldSelf.spec.warmup) && (!has(self.spec.warmup) || self.spec.warmup == oldSelf.spec.warmup) && self.spec.stages == oldSelf.spec.stages && self.spec.windows == oldSelf.spec.windows && self.spec.toggle == oldSelf.spec.toggle && self.spec.metrics == oldSelf.spec.metrics && self.spec.guardrails == oldSelf.spec.guardrails && has(self.spec.successCriteria) == has(oldSelf.spec.successCriteria) && (!has(self.spec.successCriteria) || self.spec.successCriteria == oldSelf.spec.successCriteria) && self.spec.cleanup == oldSelf.spec.cleanup)",fieldPath=".spec",reason="FieldValueForbidden",message="is immutable once the experiment has started: only spec.abort may change; create a new PerfExperiment to change the plan"
+type PerfExperiment struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the experiment's plan.
+	// +required
+	Spec PerfExperimentSpec `json:"spec"`
+
+	// Status is what the operator observed and decided.
+	// +optional
+	Status PerfExperimentStatus `json:"status,omitempty"`
+}
+
+// PerfExperimentList is a list of PerfExperiments.
+//
+// +kubebuilder:object:root=true
+type PerfExperimentList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the experiments.
+	Items []PerfExperiment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&PerfExperiment{}, &PerfExperimentList{})
+}

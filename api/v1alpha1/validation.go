@@ -1,0 +1,188 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Validate checks, in Go, the rules the engine relies on. The CRD's OpenAPI and
+// CEL rules refuse bad manifests at admission; Validate is the same contract for
+// manifests read offline (kubectl-perf) and a last line of defence for objects that
+// reached the cluster without the CRD's validation. It expects a defaulted spec.
+func (in *PerfExperiment) Validate() field.ErrorList {
+	s := &in.Spec
+	p := field.NewPath("spec")
+	var errs field.ErrorList
+
+	for _, msg := range validation.IsDNS1123Subdomain(s.Target.Deployment) {
+		errs = append(errs, field.Invalid(p.Child("target", "deployment"), s.Target.Deployment, msg))
+	}
+	if s.Target.URL != "" {
+		if u, err := url.Parse(s.Target.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(p.Child("target", "url"), s.Target.URL, "must be an absolute http:// or https:// URL"))
+		}
+	}
+	errs = append(errs, validateLoad(s, p)...)
+
+	if s.Warmup != nil {
+		errs = append(errs, durationIn(p.Child("warmup", "duration"), s.Warmup.Duration, time.Second, 24*time.Hour)...)
+		errs = append(errs, qps(p.Child("warmup", "qps"), s.Warmup.QPS)...)
+	}
+	if len(s.Stages) == 0 {
+		errs = append(errs, field.Required(p.Child("stages"), "at least one stage is required"))
+	}
+	for i, st := range s.Stages {
+		errs = append(errs, qps(p.Child("stages").Index(i).Child("qps"), st.QPS)...)
+	}
+
+	interval, ierr := s.Metrics.Interval.Parse()
+	errs = append(errs, durationIn(p.Child("metrics", "interval"), s.Metrics.Interval, time.Second, 5*time.Minute)...)
+	for _, w := range []struct {
+		name string
+		d    Duration
+	}{{"baseline", s.Windows.Baseline}, {"treatment", s.Windows.Treatment}} {
+		fp := p.Child("windows", w.name)
+		errs = append(errs, durationIn(fp, w.d, 20*time.Second, 24*time.Hour)...)
+		if v, err := w.d.Parse(); err == nil && ierr == nil && v < 4*interval {
+			errs = append(errs, field.Invalid(fp, w.d, "must be at least 4 metrics.interval long, or the window has too few samples to measure"))
+		}
+	}
+	errs = append(errs, durationIn(p.Child("windows", "settle"), s.Windows.Settle, 0, time.Hour)...)
+
+	errs = append(errs, validateToggle(&s.Toggle, p.Child("toggle"))...)
+	if s.Metrics.Source == MetricsSourcePrometheus && s.Metrics.Prometheus == nil {
+		errs = append(errs, field.Required(p.Child("metrics", "prometheus"), "metrics.prometheus.url is required when metrics.source is prometheus"))
+	}
+	errs = append(errs, validateGuardrails(&s.Guardrails, p.Child("guardrails"))...)
+	if c := s.SuccessCriteria; c != nil {
+		cp := p.Child("successCriteria")
+		errs = append(errs, percent(cp.Child("maxCPUOverhead"), c.MaxCPUOverhead)...)
+		errs = append(errs, percent(cp.Child("maxMemoryOverhead"), c.MaxMemoryOverhead)...)
+		errs = append(errs, percent(cp.Child("maxP99Overhead"), c.MaxP99Overhead)...)
+	}
+	return errs
+}
+
+func validateLoad(s *PerfExperimentSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	lp := p.Child("load")
+	if (len(s.Load.Requests) > 0) == (s.Load.ScriptRef != nil) {
+		errs = append(errs, field.Invalid(lp, "", "set exactly one of load.requests (a generated k6 script) or load.scriptRef (your own k6 script in a ConfigMap)"))
+	}
+	if len(s.Load.Requests) > 0 && s.Target.URL == "" {
+		errs = append(errs, field.Required(p.Child("target", "url"), "target.url is required when load.requests generates the k6 script"))
+	}
+	for i, r := range s.Load.Requests {
+		if !strings.HasPrefix(r.Path, "/") {
+			errs = append(errs, field.Invalid(lp.Child("requests").Index(i).Child("path"), r.Path, "must start with /"))
+		}
+		if r.Weight < 1 || r.Weight > 1000 {
+			errs = append(errs, field.Invalid(lp.Child("requests").Index(i).Child("weight"), r.Weight, "must be from 1 to 1000"))
+		}
+	}
+	errs = append(errs, durationIn(lp.Child("timeout"), s.Load.Timeout, 100*time.Millisecond, 5*time.Minute)...)
+	if s.Load.K6.Parallelism < 1 || s.Load.K6.Parallelism > 20 {
+		errs = append(errs, field.Invalid(lp.Child("k6", "parallelism"), s.Load.K6.Parallelism, "must be from 1 to 20"))
+	}
+	return errs
+}
+
+func validateToggle(t *ToggleSpec, p *field.Path) field.ErrorList {
+	n := 0
+	for _, set := range []bool{t.Env != nil, t.JVMOption != "", len(t.Args) > 0, t.HTTP != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return field.ErrorList{field.Invalid(p, "", "set exactly one toggle kind: env, jvmOption, args or http")}
+	}
+	var errs field.ErrorList
+	switch {
+	case t.Env != nil:
+		if (t.Env.Value != nil) == t.Env.Remove {
+			errs = append(errs, field.Invalid(p.Child("env"), "", "set exactly one of value or remove: true"))
+		}
+		for _, msg := range validation.IsEnvVarName(t.Env.Name) {
+			errs = append(errs, field.Invalid(p.Child("env", "name"), t.Env.Name, msg))
+		}
+	case t.JVMOption != "":
+		if !strings.HasPrefix(t.JVMOption, "-") {
+			errs = append(errs, field.Invalid(p.Child("jvmOption"), t.JVMOption, "must be a JVM option starting with '-'"))
+		}
+	case t.HTTP != nil:
+		if t.HTTP.Port < 1 || t.HTTP.Port > 65535 {
+			errs = append(errs, field.Invalid(p.Child("http", "port"), t.HTTP.Port, "must be from 1 to 65535"))
+		}
+		if !strings.HasPrefix(t.HTTP.Path, "/") {
+			errs = append(errs, field.Invalid(p.Child("http", "path"), t.HTTP.Path, "must start with /"))
+		}
+		if !strings.HasPrefix(t.HTTP.Revert.Path, "/") {
+			errs = append(errs, field.Invalid(p.Child("http", "revert", "path"), t.HTTP.Revert.Path, "must start with /"))
+		}
+		errs = append(errs, durationIn(p.Child("http", "timeout"), t.HTTP.Timeout, 100*time.Millisecond, time.Minute)...)
+	}
+	return errs
+}
+
+func validateGuardrails(g *GuardrailsSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, percent(p.Child("errorRate"), g.ErrorRate)...)
+	errs = append(errs, percent(p.Child("heap", "maxUtilization"), g.Heap.MaxUtilization)...)
+	if q := g.Heap.MaxGrowthPerMinute; q != nil && q.Cmp(resource.Quantity{}) <= 0 {
+		errs = append(errs, field.Invalid(p.Child("heap", "maxGrowthPerMinute"), q.String(), "must be a positive quantity of bytes per minute"))
+	}
+	if g.Heap.ConsecutiveBreaches < 1 || g.Heap.ConsecutiveBreaches > 20 {
+		errs = append(errs, field.Invalid(p.Child("heap", "consecutiveBreaches"), g.Heap.ConsecutiveBreaches, "must be from 1 to 20"))
+	}
+	if g.RolloutTimeout != "" {
+		errs = append(errs, durationIn(p.Child("rolloutTimeout"), g.RolloutTimeout, 10*time.Second, 2*time.Hour)...)
+	}
+	return errs
+}
+
+func durationIn(p *field.Path, d Duration, lo, hi time.Duration) field.ErrorList {
+	v, err := d.Parse()
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, d, err.Error())}
+	}
+	if v < lo || v > hi {
+		return field.ErrorList{field.Invalid(p, d, fmt.Sprintf("must be between %s and %s", fmtDuration(lo), fmtDuration(hi)))}
+	}
+	return nil
+}
+
+func percent(p *field.Path, v Percent) field.ErrorList {
+	if _, err := v.Fraction(); err != nil {
+		return field.ErrorList{field.Invalid(p, v, err.Error())}
+	}
+	return nil
+}
+
+func qps(p *field.Path, v int32) field.ErrorList {
+	if v < 1 || v > 100000 {
+		return field.ErrorList{field.Invalid(p, v, "must be from 1 to 100000 requests per second")}
+	}
+	return nil
+}
+
+// fmtDuration prints 20s, 5m or 24h rather than Go's 24h0m0s.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# hack/tools.sh builds the project's tools from pinned Go modules into bin/.
+#
+#   hack/tools.sh kube            kube-apiserver, etcd, kubectl (one multi-call binary)
+#   hack/tools.sh controller-gen  CRD, RBAC and deepcopy generator
+#   hack/tools.sh all             every tool above
+#
+# Nothing is downloaded but Go modules: this project is built where no binary
+# release can be fetched. Each tool is rebuilt only when its inputs change (the
+# module's go.mod, go.sum and sources, the Go version and the link flags), so a warm
+# call returns in well under a second; a cold kube build takes several minutes.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${ROOT}/bin"
+mkdir -p "${BIN}"
+
+KUBE_VERSION="v1.37.0"
+
+# stamp prints a digest of everything that decides a tool's bytes.
+stamp() {
+  local dir="$1"; shift
+  { go version; echo "$*"; cd "${dir}" && find . -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1
+}
+
+# build NAME MODULE_DIR PACKAGE OUTPUT [LDFLAGS]: go build unless the stamp matches.
+build() {
+  local name="$1" dir="$2" pkg="$3" out="$4" ldflags="${5:-}"
+  local want; want="$(stamp "${dir}" "${pkg}" "${ldflags}")"
+  local stampfile="${BIN}/.${name}.stamp"
+  if [[ -x "${out}" && -f "${stampfile}" && "$(cat "${stampfile}")" == "${want}" ]]; then
+    return 0
+  fi
+  echo "tools: building ${name} (cold builds take minutes; cached in bin/ afterwards)" >&2
+  local start=${SECONDS}
+  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}")
+  mv -f "${out}.tmp" "${out}"
+  echo "${want}" > "${stampfile}"
+  echo "tools: built ${name} in $((SECONDS - start))s" >&2
+}
+
+kube() {
+  local major="${KUBE_VERSION#v}"; major="${major%%.*}"
+  local minor="${KUBE_VERSION#v*.}"; minor="${minor%%.*}"
+  local ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X ${p}.gitVersion=${KUBE_VERSION} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor}"
+    ldflags+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=1970-01-01T00:00:00Z"
+  done
+  build kube "${ROOT}/hack/kube" . "${BIN}/kube" "${ldflags}"
+  for c in kube-apiserver etcd kubectl; do
+    ln -sfn kube "${BIN}/${c}"
+  done
+}
+
+controller_gen() {
+  build controller-gen "${ROOT}/hack/tools" sigs.k8s.io/controller-tools/cmd/controller-gen "${BIN}/controller-gen" "-s -w"
+}
+
+case "${1:-all}" in
+  kube) kube ;;
+  controller-gen) controller_gen ;;
+  all) controller_gen; kube ;;
+  *) echo "usage: $0 kube|controller-gen|all" >&2; exit 2 ;;
+esac

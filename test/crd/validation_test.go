@@ -1,0 +1,204 @@
+package crd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"perfexp.dev/perf-operator/internal/testenv"
+)
+
+// loadManifest reads a YAML manifest into an unstructured object.
+func loadManifest(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// base is a valid experiment every invalid case starts from: the seed report's.
+func base(t *testing.T) *unstructured.Unstructured {
+	u := loadManifest(t, filepath.Join(testenv.RepoRoot(), "examples", "profiling-overhead.yaml"))
+	u.SetNamespace("default")
+	return u
+}
+
+// edit is one change to the base manifest's spec: set a value, or delete it when
+// value is del. Paths are dotted; numbers index lists ("stages.0.qps").
+type edit struct {
+	path  string
+	value any
+}
+
+var del = struct{}{}
+
+func apply(t *testing.T, obj map[string]any, e edit) {
+	t.Helper()
+	parts := strings.Split("spec."+e.path, ".")
+	var cur any = obj
+	for i, p := range parts {
+		last := i == len(parts)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				if e.value == del {
+					delete(c, p)
+				} else {
+					c[p] = e.value
+				}
+				return
+			}
+			if _, ok := c[p]; !ok {
+				c[p] = map[string]any{}
+			}
+			cur = c[p]
+		case []any:
+			n, err := strconv.Atoi(p)
+			if err != nil || n >= len(c) {
+				t.Fatalf("bad path %q", e.path)
+			}
+			if last {
+				c[n] = e.value
+				return
+			}
+			cur = c[n]
+		default:
+			t.Fatalf("bad path %q at %q", e.path, p)
+		}
+	}
+}
+
+// invalidCases are manifests `kubectl apply` must refuse. field is the path the
+// error must name; message is a fragment of what it must say is allowed.
+var invalidCases = []struct {
+	name    string
+	edits   []edit
+	field   string
+	message string
+}{
+	{"no target", []edit{{"target", del}}, "spec.target", "Required value"},
+	{"no deployment", []edit{{"target.deployment", del}}, "spec.target.deployment", "Required value"},
+	{"deployment not a DNS name", []edit{{"target.deployment", "Mall_Gateway"}}, "spec.target.deployment", "must be a Deployment name"},
+	{"deployment in another namespace", []edit{{"target.deployment", "other/mall-gateway"}}, "spec.target.deployment", "no namespace prefix"},
+	{"container not a DNS label", []edit{{"target.container", "App"}}, "spec.target.container", "must be a container name"},
+	{"url not http", []edit{{"target.url", "ftp://mall-gateway:21"}}, "spec.target.url", "http:// or https://"},
+	{"url missing with generated requests", []edit{{"target.url", del}}, "spec.target.url", "target.url is required when load.requests"},
+	{"both requests and scriptRef", []edit{{"load.scriptRef", map[string]any{"name": "load"}}}, "spec.load", "exactly one of load.requests"},
+	{"neither requests nor scriptRef", []edit{{"load.requests", del}}, "spec.load", "exactly one of load.requests"},
+	{"empty request list", []edit{{"load.requests", []any{}}}, "spec.load.requests", "at least 1 item"},
+	{"request path without slash", []edit{{"load.requests.0.path", "case/api"}}, "spec.load.requests[0].path", "must start with /"},
+	{"request weight 0", []edit{{"load.requests.1.weight", 0}}, "spec.load.requests[1].weight", "greater than or equal to 1"},
+	{"request method unknown", []edit{{"load.requests.0.method", "FETCH"}}, "spec.load.requests[0].method", "supported values"},
+	{"header name with space", []edit{{"load.requests.0.headers", []any{map[string]any{"name": "X Source", "value": "k6"}}}}, "spec.load.requests[0].headers[0].name", "must be an HTTP header name"},
+	{"scriptRef without name", []edit{{"load.requests", del}, {"load.scriptRef", map[string]any{"key": "a.js"}}}, "spec.load.scriptRef.name", "Required value"},
+	{"k6 parallelism 0", []edit{{"load.k6.parallelism", 0}}, "spec.load.k6.parallelism", "greater than or equal to 1"},
+	{"k6 parallelism too high", []edit{{"load.k6.parallelism", 100}}, "spec.load.k6.parallelism", "less than or equal to 20"},
+	{"load timeout not a duration", []edit{{"load.timeout", "10 seconds"}}, "spec.load.timeout", "must be a duration such as 30s"},
+	{"no stages", []edit{{"stages", del}}, "spec.stages", "Required value"},
+	{"empty stages", []edit{{"stages", []any{}}}, "spec.stages", "at least 1 item"},
+	{"stage qps 0", []edit{{"stages.0.qps", 0}}, "spec.stages[0].qps", "greater than or equal to 1"},
+	{"stage qps too high", []edit{{"stages.1.qps", 1000000}}, "spec.stages[1].qps", "less than or equal to 100000"},
+	{"stage qps a string", []edit{{"stages.2.qps", "fast"}}, "spec.stages[2].qps", "must be of type integer"},
+	{"stage name not a label", []edit{{"stages.0.name", "Peak Load"}}, "spec.stages[0].name", "lower-case DNS label"},
+	{"warm-up negative duration", []edit{{"warmup.duration", "-5m"}}, "spec.warmup.duration", "must be a duration such as 30s"},
+	{"warm-up without qps", []edit{{"warmup.qps", del}}, "spec.warmup.qps", "Required value"},
+	{"baseline too short", []edit{{"windows.baseline", "10s"}}, "spec.windows.baseline", "must be between 20s and 24h"},
+	{"treatment not a duration", []edit{{"windows.treatment", "half an hour"}}, "spec.windows.treatment", "must be a duration such as 30s"},
+	{"settle too long", []edit{{"windows.settle", "2h"}}, "spec.windows.settle", "must be between 0s and 1h"},
+	{"baseline under 4 samples", []edit{{"windows.baseline", "1m"}, {"metrics.interval", "30s"}}, "spec.windows.baseline", "at least 4 metrics.interval"},
+	{"treatment under 4 samples", []edit{{"windows.treatment", "50s"}, {"metrics.interval", "15s"}}, "spec.windows.treatment", "at least 4 metrics.interval"},
+	{"no toggle", []edit{{"toggle", del}}, "spec.toggle", "Required value"},
+	{"empty toggle", []edit{{"toggle", map[string]any{}}}, "spec.toggle", "exactly one toggle kind"},
+	{"two toggle kinds", []edit{{"toggle.env", map[string]any{"name": "PROFILING", "value": "on"}}}, "spec.toggle", "exactly one toggle kind"},
+	{"env with neither value nor remove", []edit{{"toggle", map[string]any{"env": map[string]any{"name": "PROFILING"}}}}, "spec.toggle.env", "exactly one of value"},
+	{"env with value and remove", []edit{{"toggle", map[string]any{"env": map[string]any{"name": "P", "value": "1", "remove": true}}}}, "spec.toggle.env", "exactly one of value"},
+	{"env name starting with a digit", []edit{{"toggle", map[string]any{"env": map[string]any{"name": "1PROFILING", "value": "on"}}}}, "spec.toggle.env.name", "environment variable name"},
+	{"jvm option without dash", []edit{{"toggle", map[string]any{"jvmOption": "UseSerialGC"}}}, "spec.toggle.jvmOption", "starting with '-'"},
+	{"empty args", []edit{{"toggle", map[string]any{"args": []any{}}}}, "spec.toggle.args", "at least 1 item"},
+	{"http without revert", []edit{{"toggle.http.revert", del}}, "spec.toggle.http.revert", "Required value"},
+	{"http without port", []edit{{"toggle.http.port", del}}, "spec.toggle.http.port", "Required value"},
+	{"http port out of range", []edit{{"toggle.http.port", 70000}}, "spec.toggle.http.port", "less than or equal to 65535"},
+	{"http path without slash", []edit{{"toggle.http.path", "admin/profiling"}}, "spec.toggle.http.path", "must start with /"},
+	{"http revert path without slash", []edit{{"toggle.http.revert.path", "admin"}}, "spec.toggle.http.revert.path", "must start with /"},
+	{"http scheme unknown", []edit{{"toggle.http.scheme", "ftp"}}, "spec.toggle.http.scheme", "supported values"},
+	{"http timeout too long", []edit{{"toggle.http.timeout", "5m"}}, "spec.toggle.http.timeout", "must be between 100ms and 1m"},
+	{"metrics source unknown", []edit{{"metrics.source", "datadog"}}, "spec.metrics.source", "supported values"},
+	{"prometheus source without url", []edit{{"metrics.source", "prometheus"}, {"metrics.prometheus", del}}, "spec.metrics.prometheus", "metrics.prometheus.url is required"},
+	{"prometheus url not a URL", []edit{{"metrics.prometheus.url", "prometheus:9090"}}, "spec.metrics.prometheus.url", "http:// or https://"},
+	{"metrics interval zero", []edit{{"metrics.interval", "0s"}}, "spec.metrics.interval", "must be between 1s and 5m"},
+	{"error rate over 100%", []edit{{"guardrails.errorRate", "150%"}}, "spec.guardrails.errorRate", "percentage from 0% to 100%"},
+	{"error rate without %", []edit{{"guardrails.errorRate", "5"}}, "spec.guardrails.errorRate", "percentage from 0% to 100%"},
+	{"max utilization negative", []edit{{"guardrails.heap.maxUtilization", "-1%"}}, "spec.guardrails.heap.maxUtilization", "percentage from 0% to 100%"},
+	{"heap growth zero", []edit{{"guardrails.heap.maxGrowthPerMinute", "0"}}, "spec.guardrails.heap.maxGrowthPerMinute", "positive quantity"},
+	{"heap growth not a quantity", []edit{{"guardrails.heap.maxGrowthPerMinute", "100Mi/min"}}, "spec.guardrails.heap.maxGrowthPerMinute", "should match"},
+	{"consecutive breaches 0", []edit{{"guardrails.heap.consecutiveBreaches", 0}}, "spec.guardrails.heap.consecutiveBreaches", "greater than or equal to 1"},
+	{"negative restarts", []edit{{"guardrails.maxRestarts", -1}}, "spec.guardrails.maxRestarts", "greater than or equal to 0"},
+	{"rollout timeout too short", []edit{{"guardrails.rolloutTimeout", "1s"}}, "spec.guardrails.rolloutTimeout", "must be between 10s and 2h"},
+	{"empty success criteria", []edit{{"successCriteria", map[string]any{}}}, "spec.successCriteria", "at least 1 properties"},
+	{"cpu criterion in words", []edit{{"successCriteria.maxCPUOverhead", "five percent"}}, "spec.successCriteria.maxCPUOverhead", "percentage from 0% to 100%"},
+	{"cleanup policy unknown", []edit{{"cleanup.jobs", "Archive"}}, "spec.cleanup.jobs", "supported values"},
+	{"abort not a boolean", []edit{{"abort", "yes"}}, "spec.abort", "must be of type boolean"},
+	{"misspelled field", []edit{{"toogle", map[string]any{}}}, "spec.toogle", "unknown field"},
+}
+
+func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
+	if len(invalidCases) < 30 {
+		t.Fatalf("the table must hold at least 30 invalid manifests, has %d", len(invalidCases))
+	}
+	for _, tc := range invalidCases {
+		t.Run(tc.name, func(t *testing.T) {
+			u := base(t)
+			u.SetName("invalid")
+			for _, e := range tc.edits {
+				apply(t, u.Object, e)
+			}
+			// Strict field validation and a server-side dry run are what
+			// `kubectl apply --dry-run=server` does; nothing is stored.
+			err := k8s.Create(context.Background(), u, client.DryRunAll, client.FieldValidation("Strict"))
+			if err == nil {
+				t.Fatalf("manifest was accepted; want it refused naming %s", tc.field)
+			}
+			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+				t.Fatalf("want an Invalid or BadRequest error, got %v", err)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if !strings.Contains(msg, tc.field) {
+				t.Errorf("error does not name field %s:\n%s", tc.field, msg)
+			}
+			if !strings.Contains(msg, tc.message) {
+				t.Errorf("error does not say %q:\n%s", tc.message, msg)
+			}
+		})
+	}
+}
+
+func TestExamplesAreAccepted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			u := loadManifest(t, f)
+			u.SetNamespace("default")
+			if err := k8s.Create(context.Background(), u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+				t.Fatalf("example refused: %v", err)
+			}
+		})
+	}
+}
