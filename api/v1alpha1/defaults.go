@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -97,17 +98,26 @@ func setDuration(d *Duration, def Duration) {
 	}
 }
 
+// The formats of Duration and Percent, the same regular expressions as the CRD's
+// XValidation markers on those types, so Go accepts exactly what admission does.
+// Go's own parsers are looser: time.ParseDuration takes "0", "+5m", "-0s", ".5s"
+// and "1µs", and strconv.ParseFloat takes "NaN", "1_0" and "0x1p1".
+var (
+	durationFormat = regexp.MustCompile(`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`)
+	percentFormat  = regexp.MustCompile(`^(100([.]0+)?|[0-9]{1,2}([.][0-9]+)?)%$`)
+)
+
 // Parse returns the duration's value. An empty Duration is zero.
 func (d Duration) Parse() (time.Duration, error) {
 	if d == "" {
 		return 0, nil
 	}
+	if !durationFormat.MatchString(string(d)) {
+		return 0, fmt.Errorf("must be a duration such as 30s, 5m or 1h30m (units: ns, us, ms, s, m, h)")
+	}
 	v, err := time.ParseDuration(string(d))
 	if err != nil {
 		return 0, fmt.Errorf("must be a duration such as 30s, 5m or 1h30m: %w", err)
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("must not be negative")
 	}
 	return v, nil
 }
@@ -117,9 +127,11 @@ func (p Percent) Fraction() (float64, error) {
 	if p == "" {
 		return 0, nil
 	}
-	s, ok := strings.CutSuffix(string(p), "%")
-	v, err := strconv.ParseFloat(s, 64)
-	if !ok || err != nil || v < 0 || v > 100 || strings.ContainsAny(s, "eE+-") {
+	if !percentFormat.MatchString(string(p)) {
+		return 0, fmt.Errorf("must be a percentage from 0%% to 100%%, such as 5%% or 2.5%%")
+	}
+	v, err := strconv.ParseFloat(strings.TrimSuffix(string(p), "%"), 64)
+	if err != nil {
 		return 0, fmt.Errorf("must be a percentage from 0%% to 100%%, such as 5%% or 2.5%%")
 	}
 	return v / 100, nil

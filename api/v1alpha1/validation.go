@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -10,6 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// baseURLFormat is the CRD's format of target.url: an absolute http(s) URL with a
+// host and no query or fragment, because request paths are appended to it.
+var baseURLFormat = regexp.MustCompile(`^https?://[^/?#[:space:]]+(/[^?#[:space:]]*)?$`)
 
 // Validate checks, in Go, the rules the engine relies on. The CRD's OpenAPI and
 // CEL rules refuse bad manifests at admission; Validate is the same contract for
@@ -24,8 +29,8 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("target", "deployment"), s.Target.Deployment, msg))
 	}
 	if s.Target.URL != "" {
-		if u, err := url.Parse(s.Target.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, field.Invalid(p.Child("target", "url"), s.Target.URL, "must be an absolute http:// or https:// URL"))
+		if _, err := url.Parse(s.Target.URL); err != nil || !baseURLFormat.MatchString(s.Target.URL) {
+			errs = append(errs, field.Invalid(p.Child("target", "url"), s.Target.URL, "must be an absolute http:// or https:// URL without query or fragment, such as http://app.shop.svc:8080"))
 		}
 	}
 	errs = append(errs, validateLoad(s, p)...)

@@ -51,6 +51,9 @@ func Start() (*Env, error) {
 	}
 	cfg, err := e.Start()
 	if err != nil {
+		// Start can fail after etcd and kube-apiserver are running (for example
+		// when a CRD is refused); stop them so no process outlives the test.
+		_ = e.Stop()
 		return nil, fmt.Errorf("starting envtest control plane: %w", err)
 	}
 	return &Env{Environment: e, Config: cfg}, nil

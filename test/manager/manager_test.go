@@ -1,0 +1,167 @@
+// Package manager tests the operator binary as a process: it starts against a real
+// apiserver, takes the leader lease, serves probes and metrics, reconciles, and on
+// SIGTERM releases the lease and exits 0.
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/testenv"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// eventually polls cond every 200ms until it holds or the bound runs out. The
+// bound only stops a broken run; it asserts nothing about speed.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+	}
+	t.Fatalf("%s never happened; last: %s", what, last)
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	user, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, _ := user.KubeConfig()
+	kcPath := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	metrics, probes := freePort(t), freePort(t)
+	logs, _ := os.Create(filepath.Join(dir, "manager.log"))
+	cmd := exec.Command(bin, "--kubeconfig", kcPath, "--leader-elect", "--leader-election-namespace", "default",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes))
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(logs.Name())
+			t.Logf("manager log:\n%s", b)
+		}
+	}()
+
+	for _, p := range []string{"healthz", "readyz"} {
+		eventually(t, p+" answers 200", func() (bool, string) {
+			code, body := get(fmt.Sprintf("http://127.0.0.1:%d/%s", probes, p))
+			return code == http.StatusOK, fmt.Sprint(code, body)
+		})
+	}
+	ctx := context.Background()
+	lease := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: "default", Name: "perf-operator.perfexp.dev"}
+	eventually(t, "the leader lease is held", func() (bool, string) {
+		if err := c.Get(ctx, key, lease); err != nil {
+			return false, err.Error()
+		}
+		return lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "", fmt.Sprint(lease.Spec.HolderIdentity)
+	})
+
+	// The controller is registered and reconciles PerfExperiments.
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "profiling-overhead.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := &perfv1.PerfExperiment{}
+	if err := yaml.Unmarshal(b, exp); err != nil {
+		t.Fatal(err)
+	}
+	exp.Namespace = "default"
+	if err := c.Create(ctx, exp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the experiment is reconciled", func() (bool, string) {
+		_, body := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics))
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, `controller_runtime_reconcile_total{controller="perfexperiment",result="success"}`) &&
+				!strings.HasSuffix(line, " 0") {
+				return true, line
+			}
+		}
+		return false, "no successful reconcile in /metrics"
+	})
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("manager did not exit 0 on SIGTERM: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("manager did not exit within 60s of SIGTERM")
+	}
+	if err := c.Get(ctx, key, lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+		t.Fatalf("lease still held by %q after shutdown; a new replica would wait it out", *lease.Spec.HolderIdentity)
+	}
+}
