@@ -1,58 +1,134 @@
 // Package controllers holds the PerfExperiment reconciler. It stays thin: it
-// observes the cluster, asks the experiment engine what to do next and does it.
+// observes the cluster (observe.go), asks the engine what to do next, carries the
+// actions out (actions.go) and writes the status once (status.go).
 package controllers
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/engine"
+	"perfexp.dev/perf-operator/internal/toggle"
 )
 
 // The rights below are everything the operator needs for a full run: its own
-// objects, the target Deployment (lock annotation and toggle), the target's pods
-// (readiness, restarts, runtime toggles), k6 Jobs and their pods' results, script
-// ConfigMaps, pod metrics and events.
+// objects, the target Deployment (lock, original-state record and toggle), the
+// target's pods (readiness, runtime toggles), k6 Jobs and their pods' results,
+// script ConfigMaps, pod metrics and events.
 //
 // +kubebuilder:rbac:groups=perfexp.dev,resources=perfexperiments,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=perfexp.dev,resources=perfexperiments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=perfexp.dev,resources=perfexperiments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=metrics.k8s.io,resources=pods,verbs=get;list
 
+// StalledRecheck is how often an experiment stalled in preflight looks again.
+// A target it does not hold yet is outside the operator's label-filtered caches,
+// so no event would wake it.
+const StalledRecheck = time.Minute
+
 // PerfExperimentReconciler reconciles PerfExperiment objects.
 type PerfExperimentReconciler struct {
+	// Client reads from label-filtered caches and writes to the apiserver.
 	client.Client
+	// APIReader reads uncached: targets not held yet, script ConfigMaps, target pods.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  record.EventRecorder
+	Clock     clock.PassiveClock
+	// HTTP sends runtime toggles to the target's pods.
+	HTTP toggle.Sender
 }
 
-// Reconcile is called for every change of a PerfExperiment or an object it owns.
-// The experiment engine (issue "Experiment engine") fills it in; for now it only
-// confirms the object exists, so the manager can be started and probed end to end.
+// Reconcile observes one experiment, lets the engine decide, acts, and persists
+// the new status in one patch.
 func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var exp perfv1.PerfExperiment
-	if err := r.Get(ctx, req.NamespacedName, &exp); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
+	exp := &perfv1.PerfExperiment{}
+	if err := r.Get(ctx, req.NamespacedName, exp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if exp.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(exp, perfv1.Finalizer) {
+		// The finalizer goes on before anything is touched, so deletion always
+		// passes through cleanup.
+		return ctrl.Result{}, r.Update(ctx, exp)
+	}
+	exp.Default()
+	before := exp.DeepCopy()
+
+	obs, err := r.observe(ctx, exp)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	log.FromContext(ctx).V(1).Info("observed experiment", "phase", exp.Status.Phase)
-	return ctrl.Result{}, nil
+	d := engine.Decide(exp, obs)
+	if err := r.execute(ctx, exp, &d); err != nil {
+		var te *toggleError
+		if !errors.As(err, &te) {
+			return ctrl.Result{}, err // transient: nothing persisted, actions are idempotent
+		}
+		obs.ToggleError = te.Error()
+		if exp.Status.Toggle != nil {
+			exp.Status.Toggle.Pods = te.pods // what the abort's revert must reach
+		}
+		d = engine.Decide(exp, obs)
+		if err := r.execute(ctx, exp, &d); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.writeStatus(ctx, before, exp, d); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueAfter(d)}, nil
 }
 
-// SetupWithManager registers the reconciler with the manager.
-func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&perfv1.PerfExperiment{}).
-		Named("perfexperiment").
-		Complete(r)
+func requeueAfter(d engine.Decision) time.Duration {
+	if d.Stall != nil || (d.Waiting != "" && d.RequeueAfter == 0 && d.Status.Phase == perfv1.PhasePending) {
+		return StalledRecheck
+	}
+	return d.RequeueAfter
+}
+
+// writeStatus records events and patches the status once, if it changed.
+func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp *perfv1.PerfExperiment, d engine.Decision) error {
+	if removedFinalizer(d) {
+		return nil // the object is going away; there is no status to write
+	}
+	exp.Status = d.Status
+	setConditions(&exp.Status, exp.Generation, d, r.Clock.Now())
+	exp.Status.ObservedGeneration = exp.Generation
+	for _, e := range d.Events {
+		typ := "Normal"
+		if e.Warning {
+			typ = "Warning"
+		}
+		r.Recorder.Event(exp, typ, e.Reason, e.Message)
+	}
+	if err := r.Status().Patch(ctx, exp, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	log.FromContext(ctx).V(1).Info("reconciled", "phase", exp.Status.Phase, "actions", len(d.Actions), "requeueAfter", d.RequeueAfter)
+	return nil
+}
+
+func removedFinalizer(d engine.Decision) bool {
+	for _, a := range d.Actions {
+		if a.Kind == engine.ActionRemoveFinalizer {
+			return true
+		}
+	}
+	return false
 }

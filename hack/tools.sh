@@ -3,6 +3,7 @@
 #
 #   hack/tools.sh kube            kube-apiserver, etcd, kubectl (one multi-call binary)
 #   hack/tools.sh controller-gen  CRD, RBAC and deepcopy generator
+#   hack/tools.sh k6              the k6 load generator, for internal/k6's real-k6 tests
 #   hack/tools.sh all             every tool above
 #
 # Nothing is downloaded but Go modules: this project is built where no binary
@@ -57,9 +58,17 @@ controller_gen() {
   build controller-gen "${ROOT}/hack/tools" sigs.k8s.io/controller-tools/cmd/controller-gen "${BIN}/controller-gen" "-s -w"
 }
 
+# k6 is built from the same version as the Jobs' default image (grafana/k6:1.8.1), the
+# way its own Dockerfile builds it, so the real-k6 tests run the script the operator
+# generates against the k6 that will run it in the cluster.
+k6() {
+  build k6 "${ROOT}/hack/k6" . "${BIN}/k6" "-s -w"
+}
+
 case "${1:-all}" in
   kube) kube ;;
   controller-gen) controller_gen ;;
-  all) controller_gen; kube ;;
-  *) echo "usage: $0 kube|controller-gen|all" >&2; exit 2 ;;
+  k6) k6 ;;
+  all) controller_gen; k6; kube ;;
+  *) echo "usage: $0 kube|controller-gen|k6|all" >&2; exit 2 ;;
 esac

@@ -148,6 +148,12 @@ type ToggleStatus struct {
 	// +optional
 	RevertedAt *metav1.Time `json:"revertedAt,omitempty"`
 
+	// TargetGeneration is the Deployment's generation after the last toggle
+	// change; its rollout counts as complete only once the Deployment controller
+	// has observed that generation (a lagging cache cannot fake completion).
+	// +optional
+	TargetGeneration int64 `json:"targetGeneration,omitempty"`
+
 	// Pods are the pods a runtime (http) toggle was applied to; each gets the
 	// revert request.
 	// +optional

@@ -152,6 +152,7 @@ var invalidCases = []struct {
 	{"cpu criterion in words", []edit{{"successCriteria.maxCPUOverhead", "five percent"}}, "spec.successCriteria.maxCPUOverhead", "percentage from 0% to 100%"},
 	{"cleanup policy unknown", []edit{{"cleanup.jobs", "Archive"}}, "spec.cleanup.jobs", "supported values"},
 	{"abort not a boolean", []edit{{"abort", "yes"}}, "spec.abort", "must be of type boolean"},
+	{"name longer than a label", []edit{{"__name", strings.Repeat("x", 64)}}, "metadata.name", "must be at most 63 characters"},
 	{"misspelled field", []edit{{"toogle", map[string]any{}}}, "spec.toogle", "unknown field"},
 }
 
@@ -164,6 +165,10 @@ func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
 			u := base(t)
 			u.SetName("invalid")
 			for _, e := range tc.edits {
+				if e.path == "__name" {
+					u.SetName(e.value.(string))
+					continue
+				}
 				apply(t, u.Object, e)
 			}
 			// Strict field validation and a server-side dry run are what

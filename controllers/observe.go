@@ -1,0 +1,258 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/engine"
+	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/toggle"
+)
+
+// observe gathers what the engine needs. Reads of objects this experiment owns or
+// holds come from label-filtered caches; the rest (a target not held yet, a user
+// script) are single uncached reads made only in preflight.
+func (r *PerfExperimentReconciler) observe(ctx context.Context, exp *perfv1.PerfExperiment) (engine.Observed, error) {
+	obs := engine.Observed{Now: r.Clock.Now(), Deleting: !exp.DeletionTimestamp.IsZero()}
+	dep, err := r.target(ctx, exp)
+	if err != nil {
+		return obs, err
+	}
+	if dep != nil {
+		if obs.Target, err = r.observeTarget(ctx, exp, dep); err != nil {
+			return obs, err
+		}
+	}
+	if obs.Jobs, err = r.observeJobs(ctx, exp); err != nil {
+		return obs, err
+	}
+	pending := exp.Status.Phase == "" || exp.Status.Phase == perfv1.PhasePending
+	if pending && !obs.Deleting && exp.Spec.Load.ScriptRef != nil {
+		if obs.ScriptMissing, err = r.scriptMissing(ctx, exp); err != nil {
+			return obs, err
+		}
+	}
+	return obs, nil
+}
+
+// target reads the target Deployment: from the cache when this experiment holds
+// it (it then carries the experiment's label), otherwise uncached. nil when absent.
+func (r *PerfExperimentReconciler) target(ctx context.Context, exp *perfv1.PerfExperiment) (*appsv1.Deployment, error) {
+	key := client.ObjectKey{Namespace: exp.Namespace, Name: exp.Spec.Target.Deployment}
+	dep := &appsv1.Deployment{}
+	err := r.Get(ctx, key, dep)
+	if err == nil && dep.Labels[perfv1.LabelExperiment] == exp.Name {
+		return dep, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if err := r.APIReader.Get(ctx, key, dep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return dep, nil
+}
+
+func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv1.PerfExperiment, dep *appsv1.Deployment) (*engine.Target, error) {
+	t := &engine.Target{HeldBy: dep.Annotations[perfv1.AnnotationLock], Rollout: rolloutOf(dep), PodLabels: dep.Spec.Template.Labels}
+	self := exp.Namespace + "/" + exp.Name
+	if t.HeldBy != "" && t.HeldBy != self {
+		gone, err := r.holderGone(ctx, t.HeldBy)
+		if err != nil {
+			return nil, err
+		}
+		t.HolderGone = gone
+	}
+	if t.HeldBy == self && dep.Annotations[perfv1.AnnotationOriginal] != "" {
+		// Never capture again from a template this experiment may have toggled.
+		t.Original = dep.Annotations[perfv1.AnnotationOriginal]
+	} else {
+		captureTarget(exp, dep, t)
+	}
+	return t, nil
+}
+
+// captureTarget records the toggle's original state and what would stop the run.
+func captureTarget(exp *perfv1.PerfExperiment, dep *appsv1.Deployment, t *engine.Target) {
+	tmpl := &dep.Spec.Template
+	i, err := toggle.ContainerIndex(tmpl, exp.Spec.Target.Container)
+	if err != nil {
+		t.CaptureError, t.CaptureReason = err.Error(), perfv1.ReasonContainerNotFound
+		return
+	}
+	limits := tmpl.Spec.Containers[i].Resources.Limits
+	_, cpu := limits[corev1.ResourceCPU]
+	_, mem := limits[corev1.ResourceMemory]
+	switch {
+	case !cpu && !mem:
+		t.MissingLimits = "cpu limit and no memory limit"
+	case !cpu:
+		t.MissingLimits = "cpu limit"
+	case !mem:
+		t.MissingLimits = "memory limit"
+	}
+	rec, err := toggle.Capture(&exp.Spec.Toggle, tmpl, exp.Spec.Target.Container)
+	if err == nil {
+		t.Original, err = rec.Marshal()
+	}
+	if err != nil {
+		t.CaptureError, t.CaptureReason = fmt.Sprintf("toggle cannot be applied to Deployment %q: %v", dep.Name, err), perfv1.ReasonInvalidSpec
+	}
+}
+
+func (r *PerfExperimentReconciler) holderGone(ctx context.Context, holder string) (bool, error) {
+	ns, name, ok := strings.Cut(holder, "/")
+	if !ok || name == "" {
+		return true, nil // not a lock this operator wrote
+	}
+	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &perfv1.PerfExperiment{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// rolloutOf summarises a Deployment's rollout the way `kubectl rollout status` does.
+func rolloutOf(dep *appsv1.Deployment) engine.Rollout {
+	r := engine.Rollout{ObservedGeneration: dep.Status.ObservedGeneration}
+	if dep.Spec.ProgressDeadlineSeconds != nil {
+		r.ProgressDeadline = time.Duration(*dep.Spec.ProgressDeadlineSeconds) * time.Second
+	}
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
+			r.DeadlineExceeded = true
+		}
+	}
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	s := dep.Status
+	switch {
+	case s.ObservedGeneration < dep.Generation:
+		r.Message = fmt.Sprintf("waiting for the Deployment controller to observe generation %d", dep.Generation)
+	case s.UpdatedReplicas < want:
+		r.Message = fmt.Sprintf("%d of %d replicas updated", s.UpdatedReplicas, want)
+	case s.Replicas > s.UpdatedReplicas:
+		r.Message = fmt.Sprintf("%d old replicas pending termination", s.Replicas-s.UpdatedReplicas)
+	case s.AvailableReplicas < s.UpdatedReplicas:
+		r.Message = fmt.Sprintf("%d of %d updated replicas available", s.AvailableReplicas, s.UpdatedReplicas)
+	default:
+		r.Complete = true
+	}
+	return r
+}
+
+// observeJobs reads the experiment's k6 Jobs and their pods from the caches.
+func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.PerfExperiment) (map[string]*engine.Job, error) {
+	sel := client.MatchingLabels{perfv1.LabelExperiment: exp.Name}
+	var jobs batchv1.JobList
+	if err := r.List(ctx, &jobs, client.InNamespace(exp.Namespace), sel); err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), sel); err != nil {
+		return nil, err
+	}
+	byJob := map[string][]*corev1.Pod{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		byJob[p.Labels[batchv1.JobNameLabel]] = append(byJob[p.Labels[batchv1.JobNameLabel]], p)
+	}
+	out := map[string]*engine.Job{}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if !metav1.IsControlledBy(j, exp) {
+			continue
+		}
+		out[j.Name] = jobView(j, byJob[j.Name])
+	}
+	return out, nil
+}
+
+// jobView turns a Job and its pods into what the engine needs: when the load was
+// complete (all pods running), whether it ended, and the pods' results.
+func jobView(j *batchv1.Job, pods []*corev1.Pod) *engine.Job {
+	v := &engine.Job{Name: j.Name}
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			v.Complete = true
+			t := c.LastTransitionTime.Time
+			v.Finished = &t
+		case batchv1.JobFailed:
+			v.Failed, v.FailureMessage = true, fmt.Sprintf("%s: %s", c.Reason, c.Message)
+		}
+	}
+	// A slow window runs on fewer pods than spec.load.k6.parallelism (each pod
+	// needs at least 1 req/s), so count the Job's own completions.
+	want := 1
+	if j.Spec.Completions != nil {
+		want = int(*j.Spec.Completions)
+	}
+	var started time.Time
+	running, terminated := 0, 0
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			switch {
+			case cs.State.Running != nil:
+				running++
+				if t := cs.State.Running.StartedAt.Time; t.After(started) {
+					started = t
+				}
+			case cs.State.Terminated != nil:
+				running++
+				terminated++
+				term := cs.State.Terminated
+				if t := term.StartedAt.Time; t.After(started) {
+					started = t
+				}
+				if v.Complete || v.Failed {
+					res, err := k6.ParseResult(term.Message)
+					if err != nil {
+						v.ResultErrors = append(v.ResultErrors, fmt.Sprintf("pod %s: %v", p.Name, err))
+					} else {
+						v.Results = append(v.Results, res)
+					}
+				}
+			}
+		}
+	}
+	if running >= want && !started.IsZero() {
+		v.Started = &started
+	}
+	v.ResultsPending = v.Complete && terminated < want
+	return v
+}
+
+// scriptMissing checks spec.load.scriptRef with one uncached read.
+func (r *PerfExperimentReconciler) scriptMissing(ctx context.Context, exp *perfv1.PerfExperiment) (string, error) {
+	ref := exp.Spec.Load.ScriptRef
+	cm := &corev1.ConfigMap{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exp.Namespace, Name: ref.Name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("ConfigMap %q (spec.load.scriptRef.name) not found in namespace %q", ref.Name, exp.Namespace), nil
+		}
+		return "", err
+	}
+	if _, ok := cm.Data[ref.Key]; !ok {
+		return fmt.Sprintf("ConfigMap %q has no key %q (spec.load.scriptRef.key)", ref.Name, ref.Key), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,71 @@
+package controllers
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/engine"
+)
+
+// setConditions derives every condition from the phase and the decision, in this
+// one place, so kstatus readers (Argo CD, Flux, kubectl wait) always see a
+// consistent picture:
+//
+//	running           Reconciling=True  Ready=False
+//	stalled/pending   Stalled=True      Ready=False
+//	Succeeded         Ready=True        (no Reconciling, no Stalled)
+//	Failed, Aborted   Stalled=True      Ready=False
+func setConditions(st *perfv1.PerfExperimentStatus, gen int64, d engine.Decision, now time.Time) {
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
+		})
+	}
+	started := st.Phase != "" && st.Phase != perfv1.PhasePending
+	switch {
+	case st.Phase == perfv1.PhaseSucceeded:
+		set(perfv1.ConditionReady, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed; status.summary is final")
+		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
+		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
+	case st.Phase.IsTerminal():
+		reason, msg := perfv1.ReasonLoadFailed, string(st.Phase)
+		if st.Abort != nil {
+			reason, msg = st.Abort.Reason, st.Abort.Message
+		}
+		set(perfv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		set(perfv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
+	case d.Stall != nil:
+		set(perfv1.ConditionReady, metav1.ConditionFalse, d.Stall.Reason, d.Stall.Message)
+		set(perfv1.ConditionStalled, metav1.ConditionTrue, d.Stall.Reason, d.Stall.Message)
+		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
+	default:
+		msg := d.Waiting
+		if msg == "" {
+			msg = "phase " + string(st.Phase)
+		}
+		set(perfv1.ConditionReady, metav1.ConditionFalse, perfv1.ReasonProgressing, msg)
+		set(perfv1.ConditionReconciling, metav1.ConditionTrue, perfv1.ReasonProgressing, msg)
+		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
+	}
+	if st.Phase == "" {
+		st.Phase = perfv1.PhasePending
+	}
+	if !started {
+		return
+	}
+	applied := st.Toggle != nil && st.Toggle.Applied
+	if applied {
+		set(perfv1.ConditionToggleApplied, metav1.ConditionTrue, perfv1.ReasonToggleOn, "the toggle is in effect on the target")
+	} else {
+		set(perfv1.ConditionToggleApplied, metav1.ConditionFalse, perfv1.ReasonToggleOff, "the target is as it was before the experiment")
+	}
+	if st.Phase.IsTerminal() {
+		set(perfv1.ConditionTargetLocked, metav1.ConditionFalse, perfv1.ReasonLockReleased, "the target is released")
+	} else {
+		set(perfv1.ConditionTargetLocked, metav1.ConditionTrue, perfv1.ReasonLockHeld, "this experiment holds the target")
+	}
+}

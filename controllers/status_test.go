@@ -1,0 +1,65 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/engine"
+)
+
+func TestSetConditions(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	on := &perfv1.ToggleStatus{Applied: true}
+	off := &perfv1.ToggleStatus{Applied: false}
+	abort := &perfv1.AbortStatus{Reason: perfv1.ReasonHeapGrowth, Message: "heap +712 MiB/min"}
+	type want map[string]metav1.ConditionStatus // absent: "-"
+	for _, tc := range []struct {
+		name   string
+		st     perfv1.PerfExperimentStatus
+		d      engine.Decision
+		want   want
+		reason string // Ready's reason
+	}{
+		{"new, target missing", perfv1.PerfExperimentStatus{}, engine.Decision{Stall: &engine.Stall{Reason: perfv1.ReasonTargetNotFound, Message: "x"}},
+			want{"Ready": "False", "Stalled": "True", "Reconciling": "-", "ToggleApplied": "-", "TargetLocked": "-"}, perfv1.ReasonTargetNotFound},
+		{"pending, waiting for a rollout", perfv1.PerfExperimentStatus{Phase: perfv1.PhasePending}, engine.Decision{Waiting: "rollout"},
+			want{"Ready": "False", "Stalled": "-", "Reconciling": "True", "ToggleApplied": "-"}, perfv1.ReasonProgressing},
+		{"baseline", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseBaseline, Toggle: off}, engine.Decision{},
+			want{"Ready": "False", "Reconciling": "True", "Stalled": "-", "ToggleApplied": "False", "TargetLocked": "True"}, perfv1.ReasonProgressing},
+		{"treatment", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseTreatment, Toggle: on}, engine.Decision{},
+			want{"Ready": "False", "Reconciling": "True", "ToggleApplied": "True", "TargetLocked": "True"}, perfv1.ReasonProgressing},
+		{"succeeded", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Toggle: off}, engine.Decision{},
+			want{"Ready": "True", "Reconciling": "-", "Stalled": "-", "ToggleApplied": "False", "TargetLocked": "False"}, perfv1.ReasonSucceeded},
+		{"aborted by a guardrail", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseAborted, Toggle: off, Abort: abort}, engine.Decision{},
+			want{"Ready": "False", "Reconciling": "-", "Stalled": "True", "ToggleApplied": "False", "TargetLocked": "False"}, perfv1.ReasonHeapGrowth},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st
+			// Start from a stale picture: conditions from an earlier phase must
+			// not survive.
+			st.Conditions = []metav1.Condition{{Type: "Reconciling", Status: "True", Reason: "Old"}, {Type: "Stalled", Status: "True", Reason: "Old"}}
+			setConditions(&st, 7, tc.d, now)
+			for typ, s := range tc.want {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				switch {
+				case s == "-" && c != nil:
+					t.Errorf("%s present (%s); want absent", typ, c.Status)
+				case s != "-" && (c == nil || c.Status != s):
+					t.Errorf("%s = %v; want %s", typ, c, s)
+				case c != nil && c.ObservedGeneration != 7:
+					t.Errorf("%s observedGeneration %d", typ, c.ObservedGeneration)
+				}
+			}
+			if r := meta.FindStatusCondition(st.Conditions, "Ready"); r == nil || r.Reason != tc.reason {
+				t.Errorf("Ready reason %v; want %s", r, tc.reason)
+			}
+			if st.Phase == "" {
+				t.Error("phase left empty")
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package controllers_test
+
+import (
+	"context"
+
+	"fmt"
+	"github.com/go-logr/logr"
+	"os"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/controllers"
+	"perfexp.dev/perf-operator/internal/testenv"
+	"perfexp.dev/perf-operator/internal/toggle"
+)
+
+var (
+	env    *testenv.Env
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	log.SetLogger(logr.Discard())
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(perfv1.AddToScheme(scheme))
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	if k8s, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// operator is one running manager; stop it to simulate an operator crash.
+type operator struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startOperator runs the reconciler in a manager with the production cache
+// options and the given clock.
+func startOperator(t *testing.T, clock *clocktesting.FakeClock, sender toggle.Sender) *operator {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlConfig(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controllers.PerfExperimentReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
+		Recorder: mgr.GetEventRecorderFor("perf-operator"), Clock: clock, HTTP: sender,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op := &operator{cancel: cancel, done: make(chan error, 1)}
+	go func() { op.done <- mgr.Start(ctx) }()
+	return op
+}
+
+func (o *operator) stop(t *testing.T) {
+	t.Helper()
+	o.cancel()
+	select {
+	case err := <-o.done:
+		if err != nil {
+			t.Fatalf("manager: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("manager did not stop")
+	}
+}
+
+// ctrlConfig lets each test start its own manager: controller names are
+// otherwise unique per process.
+func ctrlConfig() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
+}

@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/k6"
+)
+
+// The phases of a started run. Each advances at most one step per decision and
+// persists before the next, so a restart resumes exactly where the status says.
+
+func (x *decider) warmingUp() {
+	if !x.measure(perfv1.VariantWarmup) {
+		return
+	}
+	x.enter(perfv1.PhaseBaseline, 0)
+	x.openWindow(perfv1.VariantBaseline)
+}
+
+func (x *decider) baseline() {
+	if !x.measure(perfv1.VariantBaseline) {
+		return
+	}
+	// Apply the toggle and keep load on the target while it rolls out and settles.
+	s := x.stage()
+	x.act(Action{Kind: ActionApplyToggle, Original: x.st.Toggle.Original})
+	now := x.now()
+	x.st.Toggle.Applied = true
+	x.st.Toggle.AppliedAt = &now
+	x.event(false, perfv1.ReasonToggleOn, "toggle applied to Deployment %s for stage %s", x.spec.Target.Deployment, x.spec.StageName(int(s)))
+	x.enter(perfv1.PhaseSwitching, s)
+	if x.plan.needsSettle(x.spec) {
+		x.openSettle(s, false)
+	}
+	x.switching()
+}
+
+func (x *decider) switching() {
+	if !x.settled() {
+		return
+	}
+	x.enter(perfv1.PhaseTreatment, x.stage())
+	x.openWindow(perfv1.VariantTreatment)
+}
+
+func (x *decider) treatment() {
+	if !x.measure(perfv1.VariantTreatment) {
+		return
+	}
+	s := x.stage()
+	x.revert()
+	x.enter(perfv1.PhaseReverting, s)
+	if s+1 < int32(len(x.spec.Stages)) && x.plan.needsSettle(x.spec) {
+		x.openSettle(s+1, true)
+	}
+	x.reverting()
+}
+
+func (x *decider) reverting() {
+	if !x.settled() {
+		return
+	}
+	next := x.stage() + 1
+	if next >= int32(len(x.spec.Stages)) {
+		x.enter(perfv1.PhaseAnalyzing, x.stage())
+		x.analyzing()
+		return
+	}
+	x.enter(perfv1.PhaseBaseline, next)
+	x.openWindow(perfv1.VariantBaseline)
+}
+
+// analyzing ends the run. The overhead analysis fills status.summary here.
+func (x *decider) analyzing() {
+	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded,
+		fmt.Sprintf("all %d stages measured; Deployment %s restored", len(x.spec.Stages), x.spec.Target.Deployment))
+}
+
+// openWindow records a new measured window and creates its load Job. Its start
+// is set when the Job's pods run, not now.
+func (x *decider) openWindow(v perfv1.Variant) {
+	stage := x.stage()
+	w := x.plan.measured(x.spec, stage, v)
+	name := k6.JobName(x.exp.Name, w)
+	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: w.Stage, QPS: w.QPS, Variant: v, Job: name})
+	x.act(Action{Kind: ActionCreateJob, Window: w, JobName: name})
+	x.wakeAt(x.obs.Now.Add(CacheLag))
+	x.wait(fmt.Sprintf("%s window of stage %s: load Job %s starting", v, stageName(x.spec, stage), name))
+}
+
+// openSettle records a settle period and starts its load at the stage's rate.
+// For a runtime toggle the settle clock starts now; for one that rolls the pods
+// it starts when the rollout completes.
+func (x *decider) openSettle(stage int32, toggleOff bool) {
+	w := x.plan.settleWindow(x.spec, stage, toggleOff)
+	name := k6.JobName(x.exp.Name, w)
+	rec := perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Variant: perfv1.VariantSettle, Job: name}
+	if !x.spec.Toggle.RollsPods() {
+		now := x.now()
+		rec.Start = &now
+	}
+	x.st.Windows = append(x.st.Windows, rec)
+	x.act(Action{Kind: ActionCreateJob, Window: w, JobName: name})
+}
+
+// openRecord is the last window if it is still open.
+func (x *decider) openRecord(v perfv1.Variant) *perfv1.WindowStatus {
+	if n := len(x.st.Windows); n > 0 {
+		if w := &x.st.Windows[n-1]; w.End == nil && w.Variant == v {
+			return w
+		}
+	}
+	return nil
+}
+
+// measure follows the open window of variant v and reports whether it is done
+// and recorded. A window that was never opened (a status written by an older
+// decision) is opened now.
+func (x *decider) measure(v perfv1.Variant) bool {
+	rec := x.openRecord(v)
+	if rec == nil {
+		x.openWindow(v)
+		return false
+	}
+	w := x.plan.measured(x.spec, rec.Stage, v)
+	job := x.obs.Jobs[rec.Job]
+	switch {
+	case job == nil:
+		x.jobMissing(rec, w)
+		return false
+	case job.Failed:
+		x.finish(perfv1.PhaseFailed, perfv1.ReasonLoadFailed, fmt.Sprintf("load Job %s failed: %s", job.Name, describe(job)))
+		return false
+	}
+	if rec.Start == nil && job.Started != nil {
+		t := metav1Time(*job.Started)
+		rec.Start = &t
+	}
+	if !job.Complete {
+		if rec.Start == nil {
+			x.wait(fmt.Sprintf("%s window of stage %s: waiting for load Job %s to start", v, stageName(x.spec, rec.Stage), job.Name))
+			return false
+		}
+		due := rec.Start.Add(w.Duration)
+		if !x.obs.Now.Before(due.Add(Overdue)) {
+			x.finish(perfv1.PhaseFailed, perfv1.ReasonLoadFailed, fmt.Sprintf("load Job %s still running %s after its window should have ended", job.Name, Overdue))
+			return false
+		}
+		next := due.Add(JobGrace)
+		if !next.After(x.obs.Now) {
+			next = x.obs.Now.Add(JobGrace) // late: look again, but never spin
+		}
+		x.wakeAt(next)
+		x.wait(fmt.Sprintf("%s window of stage %s: measuring until %s", v, stageName(x.spec, rec.Stage), due.UTC().Format(time.RFC3339)))
+		return false
+	}
+	if job.ResultsPending {
+		if job.Finished != nil && x.obs.Now.Sub(*job.Finished) >= MissingJobTimeout {
+			x.finish(perfv1.PhaseFailed, perfv1.ReasonLoadFailed, fmt.Sprintf("load Job %s completed but its pods' results are gone: %s", job.Name, describe(job)))
+			return false
+		}
+		x.wakeAt(x.obs.Now.Add(CacheLag))
+		x.wait("reading the results of load Job " + job.Name)
+		return false
+	}
+	return x.record(rec, job, w)
+}
+
+// record stores a finished window's results and applies the error-rate guardrail.
+func (x *decider) record(rec *perfv1.WindowStatus, job *Job, w k6.Window) bool {
+	if len(job.Results) == 0 {
+		x.finish(perfv1.PhaseFailed, perfv1.ReasonLoadFailed, fmt.Sprintf("load Job %s completed without readable results: %s", job.Name, describe(job)))
+		return false
+	}
+	load, invalid := k6.Combine(job.Results, w)
+	end := x.now()
+	if job.Finished != nil {
+		end = metav1Time(*job.Finished)
+	}
+	// k6's own record of when its load began (after its VUs were ready) is more
+	// exact than the pod's start: the window starts when the last pod's load did.
+	var loadStart time.Time
+	for _, r := range job.Results {
+		if r != nil && r.Start.After(loadStart) {
+			loadStart = r.Start
+		}
+	}
+	if !loadStart.IsZero() {
+		start := metav1Time(loadStart)
+		rec.Start = &start
+	}
+	if rec.Start == nil {
+		start := metav1Time(end.Add(-w.Duration))
+		rec.Start = &start
+	}
+	rec.End = &end
+	rec.Load = &load
+	rec.Invalid = append(rec.Invalid, invalid...)
+	rec.Valid = boolPtr(len(rec.Invalid) == 0)
+	if !*rec.Valid {
+		x.event(true, "WindowInvalid", "%s window of stage %s is not trustworthy: %v", rec.Variant, stageName(x.spec, rec.Stage), rec.Invalid)
+	}
+	if x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil {
+		if msg, bad := x.errorRateBreach(rec); bad {
+			x.finish(perfv1.PhaseAborted, perfv1.ReasonErrorRate, msg)
+			return false
+		}
+	}
+	return true
+}
+
+// jobMissing handles a window whose Job is not observed: right after creation the
+// cache may lag; a Job that never started is created again; a Job that vanished
+// mid-window means its load was interrupted and the window cannot be trusted.
+func (x *decider) jobMissing(rec *perfv1.WindowStatus, w k6.Window) {
+	since := x.obs.Now.Sub(x.st.PhaseStartTime.Time)
+	switch {
+	case rec.Start != nil:
+		x.finish(perfv1.PhaseFailed, perfv1.ReasonLoadFailed, fmt.Sprintf("load Job %s disappeared during its window", rec.Job))
+	case since < MissingJobTimeout:
+		x.wakeAt(x.obs.Now.Add(CacheLag))
+		x.wait("waiting for load Job " + rec.Job + " to appear")
+	default:
+		x.act(Action{Kind: ActionCreateJob, Window: w, JobName: rec.Job})
+		x.wakeAt(x.obs.Now.Add(CacheLag))
+		x.wait("load Job " + rec.Job + " created again: it never started")
+	}
+}
+
+// settled follows the Switching and Reverting phases: the rollout (for toggles
+// that roll the pods) and then the settle period, both under load.
+func (x *decider) settled() bool {
+	if x.spec.Toggle.RollsPods() {
+		r := x.obs.Target.Rollout
+		deadline := x.st.PhaseStartTime.Add(x.plan.rolloutTimeout)
+		if !r.Complete || r.ObservedGeneration < x.st.Toggle.TargetGeneration {
+			if r.Complete {
+				r.Message = fmt.Sprintf("waiting for the Deployment controller to observe generation %d", x.st.Toggle.TargetGeneration)
+			}
+			if r.DeadlineExceeded || !x.obs.Now.Before(deadline) {
+				x.finish(perfv1.PhaseAborted, perfv1.ReasonRolloutStuck,
+					fmt.Sprintf("rollout of Deployment %s did not complete within %s: %s", x.spec.Target.Deployment, x.plan.rolloutTimeout, r.Message))
+				return false
+			}
+			x.wakeAt(deadline)
+			x.wait("rollout of Deployment " + x.spec.Target.Deployment + ": " + r.Message)
+			return false
+		}
+	}
+	rec := x.openRecord(perfv1.VariantSettle)
+	if rec == nil {
+		return true // no settle period: runtime toggle with settle 0s, or after the last stage
+	}
+	if job := x.obs.Jobs[rec.Job]; job != nil && job.Failed {
+		x.finish(perfv1.PhaseFailed, perfv1.ReasonLoadFailed, fmt.Sprintf("settle load Job %s failed: %s", job.Name, describe(job)))
+		return false
+	}
+	if rec.Start == nil {
+		now := x.now()
+		rec.Start = &now
+	}
+	end := rec.Start.Add(x.plan.settle)
+	if x.obs.Now.Before(end) {
+		x.wakeAt(end)
+		x.wait("settling under load until " + end.UTC().Format(time.RFC3339))
+		return false
+	}
+	now := x.now()
+	rec.End = &now
+	// Settle load is excluded from results; stop it now, whatever the Jobs
+	// policy, rather than let it overlap the next window.
+	x.act(Action{Kind: ActionDeleteJob, JobName: rec.Job})
+	return true
+}
+
+func stageName(spec *perfv1.PerfExperimentSpec, stage int32) string {
+	if stage < 0 {
+		return "warm-up"
+	}
+	return spec.StageName(int(stage))
+}
+
+func sortedJobNames(jobs map[string]*Job) []string {
+	names := make([]string, 0, len(jobs))
+	for n := range jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

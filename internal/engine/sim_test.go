@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/k6"
+)
+
+// world simulates everything around the engine: the Job controller and kubelet
+// (Jobs start after podStart and finish after their window), the Deployment
+// controller (a toggle change rolls out after rollout), and the reconciler, which
+// runs the actions and persists the status only when all of them succeeded.
+type world struct {
+	t   *testing.T
+	now time.Time
+	exp *perfv1.PerfExperiment
+
+	targetExists bool
+	heldBy       string
+	applied      bool // whether the toggle is in effect on the target
+	generation   int64
+	observedGen  int64
+	rolloutAt    time.Time // when the current generation finishes rolling out
+	rolloutStuck bool
+
+	jobs     map[string]*simJob
+	created  map[string]int // Job creations per name
+	finished map[string]bool
+
+	podStart, rollout time.Duration
+	results           func(w k6.Window) *k6.PodResult
+	breach            *Breach
+	toggleError       string
+	decisions         int
+	finalizerRemoved  bool
+	applies, reverts  int
+	// loseStatusAt drops the status write of that decision (a crash between the
+	// actions and the write).
+	loseStatusAt int
+}
+
+type simJob struct {
+	window  k6.Window
+	created time.Time
+}
+
+func newWorld(t *testing.T, exp *perfv1.PerfExperiment) *world {
+	exp.Default()
+	return &world{
+		t: t, now: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC), exp: exp,
+		targetExists: true, generation: 1, observedGen: 1,
+		jobs: map[string]*simJob{}, created: map[string]int{}, finished: map[string]bool{},
+		podStart: 3 * time.Second, rollout: 40 * time.Second,
+		results: func(w k6.Window) *k6.PodResult {
+			n := int64(float64(w.QPS) * w.Duration.Seconds())
+			return &k6.PodResult{Requests: n, P50Ms: 2, P95Ms: 5, P99Ms: 9, MaxMs: 20, DurationSeconds: w.Duration.Seconds()}
+		},
+	}
+}
+
+func (w *world) observe() Observed {
+	o := Observed{Now: w.now, Jobs: map[string]*Job{}, Breach: w.breach, ToggleError: w.toggleError}
+	o.Deleting = w.exp.DeletionTimestamp != nil
+	if w.targetExists {
+		done := !w.rolloutStuck && !w.now.Before(w.rolloutAt)
+		if done {
+			w.observedGen = w.generation
+		}
+		o.Target = &Target{HeldBy: w.heldBy, Original: `{"kind":"test"}`,
+			Rollout: Rollout{ObservedGeneration: w.observedGen, Complete: done, Message: "1 of 2 updated replicas available"}}
+	}
+	for name, j := range w.jobs {
+		job := &Job{Name: name}
+		start := j.created.Add(w.podStart)
+		if !w.now.Before(start) {
+			job.Started = &start
+		}
+		end := start.Add(j.window.Duration)
+		if !w.now.Before(end) && j.window.Variant != perfv1.VariantSettle {
+			job.Complete, job.Finished = true, &end
+			if r := w.results(j.window); r != nil {
+				job.Results = []*k6.PodResult{r}
+			} else {
+				job.ResultErrors = []string{"pod " + name + "-0: the k6 termination message is empty"}
+			}
+		}
+		o.Jobs[name] = job
+	}
+	return o
+}
+
+// step runs one reconcile and returns its decision.
+func (w *world) step() Decision {
+	w.decisions++
+	if w.decisions > 500 {
+		w.t.Fatalf("no end after 500 decisions: phase %s", w.exp.Status.Phase)
+	}
+	d := Decide(w.exp, w.observe())
+	self := w.exp.Namespace + "/" + w.exp.Name
+	for _, a := range d.Actions {
+		switch a.Kind {
+		case ActionAcquireLock:
+			if w.heldBy != "" && w.heldBy != self {
+				w.t.Fatalf("took a lock held by %s", w.heldBy)
+			}
+			w.heldBy = self
+		case ActionApplyToggle, ActionRevertToggle:
+			want := a.Kind == ActionApplyToggle
+			if w.applied != want { // the reconciler's toggle is idempotent
+				w.applied = want
+				w.generation++
+				w.rolloutAt = w.now.Add(w.rollout)
+				if want {
+					w.applies++
+				} else {
+					w.reverts++
+				}
+			}
+			if w.exp.Spec.Toggle.RollsPods() && d.Status.Toggle != nil {
+				d.Status.Toggle.TargetGeneration = w.generation
+			}
+		case ActionCreateJob:
+			if w.finished[a.JobName] {
+				w.t.Fatalf("window of Job %s run twice", a.JobName)
+			}
+			if _, ok := w.jobs[a.JobName]; !ok {
+				w.jobs[a.JobName] = &simJob{window: a.Window, created: w.now}
+				w.created[a.JobName]++
+			}
+		case ActionDeleteJob:
+			if o := w.observe().Jobs[a.JobName]; o != nil && o.Complete {
+				w.finished[a.JobName] = true
+			}
+			delete(w.jobs, a.JobName)
+		case ActionReleaseLock:
+			if w.heldBy == self {
+				w.heldBy = ""
+			}
+		case ActionRemoveFinalizer:
+			w.finalizerRemoved = true
+		}
+	}
+	if w.decisions != w.loseStatusAt {
+		w.exp.Status = d.Status
+	}
+	return d
+}
+
+// advance moves the clock to the next moment anything can happen: the decision's
+// wake-up or the next simulated event (a pod starts, a Job ends, a rollout
+// completes), whichever comes first — exactly what a real reconciler sees.
+func (w *world) advance(d Decision) bool {
+	var next []time.Time
+	if d.RequeueAfter > 0 {
+		next = append(next, w.now.Add(d.RequeueAfter))
+	}
+	for _, j := range w.jobs {
+		s := j.created.Add(w.podStart)
+		next = append(next, s, s.Add(j.window.Duration))
+	}
+	if !w.rolloutStuck {
+		next = append(next, w.rolloutAt)
+	}
+	sort.Slice(next, func(i, k int) bool { return next[i].Before(next[k]) })
+	for _, t := range next {
+		if t.After(w.now) {
+			w.now = t
+			return true
+		}
+	}
+	return false
+}
+
+// runToEnd reconciles until a terminal phase, failing if the engine idles with
+// nothing to wake it.
+func (w *world) runToEnd() {
+	for !w.exp.Status.Phase.IsTerminal() {
+		d := w.step()
+		if d.Stall != nil {
+			w.t.Fatalf("stalled: %+v", d.Stall)
+		}
+		if w.exp.Status.Phase.IsTerminal() {
+			break
+		}
+		if !w.advance(d) {
+			w.t.Fatalf("engine idles in phase %s with no wake-up (waiting: %s)", w.exp.Status.Phase, d.Waiting)
+		}
+	}
+	w.step() // housekeeping after the terminal write
+}
+
+func seedExperiment() *perfv1.PerfExperiment {
+	return &perfv1.PerfExperiment{
+		ObjectMeta: metav1.ObjectMeta{Name: "profiling-overhead", Namespace: "shop"},
+		Spec: perfv1.PerfExperimentSpec{
+			Target: perfv1.TargetSpec{Deployment: "mall-gateway", URL: "http://mall-gateway.shop.svc:8080"},
+			Load:   perfv1.LoadSpec{Requests: []perfv1.RequestSpec{{Path: "/mysql", Weight: 50}, {Path: "/redis", Weight: 50}}},
+			Warmup: &perfv1.WarmupSpec{QPS: 50, Duration: "5m"},
+			Stages: []perfv1.StageSpec{{QPS: 500}, {QPS: 1000}, {QPS: 2000}},
+			Toggle: perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{
+				HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "on"}, Port: 8081,
+				Revert: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "off"}}},
+		},
+	}
+}
+
+func envExperiment() *perfv1.PerfExperiment {
+	e := seedExperiment()
+	v := "on"
+	e.Spec.Toggle = perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &v}}
+	return e
+}
+
+// windowsSummary prints the windows as "stage/variant" for comparison.
+func windowsSummary(ws []perfv1.WindowStatus) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%d/%s", w.Stage, w.Variant))
+	}
+	return strings.Join(parts, " ")
+}
