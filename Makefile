@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test unit envtest tools generate verify-generated vet build
+.PHONY: all quickstart test unit envtest tools prometheus generate verify-generated vet build
 
 all: build
 
@@ -11,8 +11,14 @@ quickstart:
 	hack/quickstart.sh
 
 ## test: everything CI runs: generated files, vet, unit tests and envtest suites.
-test: tools verify-generated vet
+test: tools prometheus verify-generated vet
 	go test -count=1 ./...
+
+## prometheus: install Debian's prometheus package (server and promtool) for
+## internal/metrics' real-Prometheus tests, unless both are on PATH. The tests run
+## hack/prometheus.sh themselves when they are missing, so this only does it up front.
+prometheus:
+	hack/prometheus.sh
 
 ## tools: build kube-apiserver, etcd, kubectl and controller-gen into bin/ (cached).
 tools:

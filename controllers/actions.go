@@ -35,6 +35,11 @@ func (e *toggleError) Error() string { return e.err.Error() }
 // the status must record (the target's generation, the pods a runtime toggle
 // reached) are written into d.Status.
 func (r *PerfExperimentReconciler) execute(ctx context.Context, exp *perfv1.PerfExperiment, d *engine.Decision) error {
+	// A runtime toggle is checked against the API server once per decision,
+	// before its first request: later requests of the same decision are bound by
+	// the first. The abort that reacts to a refused toggle is decided on the
+	// experiment the refused apply was checked against, in the same reconcile.
+	checked := exp.Spec.Toggle.HTTP == nil || reactsToToggleFailure(exp, d)
 	for _, a := range d.Actions {
 		var err error
 		switch a.Kind {
@@ -43,7 +48,13 @@ func (r *PerfExperimentReconciler) execute(ctx context.Context, exp *perfv1.Perf
 		case engine.ActionEnsureScript:
 			err = r.ensureScript(ctx, exp)
 		case engine.ActionApplyToggle, engine.ActionRevertToggle:
-			err = r.toggle(ctx, exp, d, a)
+			if !checked {
+				err = r.decidedOnCurrent(ctx, exp)
+				checked = err == nil
+			}
+			if err == nil {
+				err = r.toggle(ctx, exp, d, a)
+			}
 		case engine.ActionCreateJob:
 			err = r.createJob(ctx, exp, a)
 		case engine.ActionDeleteJob:
@@ -180,10 +191,13 @@ func (r *PerfExperimentReconciler) httpToggle(ctx context.Context, exp *perfv1.P
 		return nil
 	}
 	// Revert only where the toggle was applied; pods that were replaced since
-	// lost the runtime state with their process.
+	// lost the runtime state with their process. The decision's status, not the
+	// persisted one, says where that is: one decision may revert twice (the last
+	// treatment ends and the run finishes), and the second must not send the
+	// revert again to pods the first already switched back.
 	var applied []string
-	if exp.Status.Toggle != nil {
-		applied = exp.Status.Toggle.Pods
+	if d.Status.Toggle != nil {
+		applied = d.Status.Toggle.Pods
 	}
 	want := map[string]bool{}
 	for _, p := range applied {
@@ -202,6 +216,36 @@ func (r *PerfExperimentReconciler) httpToggle(ctx context.Context, exp *perfv1.P
 		d.Status.Toggle.Pods = nil
 	}
 	return nil
+}
+
+// decidedOnCurrent makes sure a decision about to send a runtime toggle was made
+// on the experiment as the API server has it now. The cache can lag behind the
+// status this reconciler has just written: creating a window's Job (or releasing
+// the target) re-queues the experiment before the status patch reaches the
+// informer, and a decision taken again from the older status would send the
+// toggle's requests a second time. Pod-template toggles need no such check (the
+// uncached read-modify-write of the target is idempotent); a request to a pod is
+// not. It costs one uncached read per decision that toggles at run time. A stale
+// decision is a conflict: nothing has been sent or persisted, and the retry
+// decides again.
+func (r *PerfExperimentReconciler) decidedOnCurrent(ctx context.Context, exp *perfv1.PerfExperiment) error {
+	cur := &perfv1.PerfExperiment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exp), cur); err != nil {
+		return err
+	}
+	if cur.ResourceVersion != exp.ResourceVersion {
+		return apierrors.NewConflict(perfv1.GroupVersion.WithResource("perfexperiments").GroupResource(), exp.Name,
+			fmt.Errorf("decided on resourceVersion %s but the API server has %s; deciding again before sending the runtime toggle",
+				exp.ResourceVersion, cur.ResourceVersion))
+	}
+	return nil
+}
+
+// reactsToToggleFailure reports whether d is the abort Reconcile decided after
+// this reconcile's apply was refused: no decision made from the persisted status
+// alone ends with ToggleFailed.
+func reactsToToggleFailure(exp *perfv1.PerfExperiment, d *engine.Decision) bool {
+	return exp.Status.Abort == nil && d.Status.Abort != nil && d.Status.Abort.Reason == perfv1.ReasonToggleFailed
 }
 
 // targetPods lists the target's ready pods, uncached (target pods are not in the

@@ -9,7 +9,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +58,15 @@ type driver struct {
 	restartOnPhaseChange bool
 	restarts             int
 	phases               []perfv1.Phase
+	// step overrides the fake clock's tick (default: step).
+	step time.Duration
+}
+
+func (d *driver) stepSize() time.Duration {
+	if d.step > 0 {
+		return d.step
+	}
+	return step
 }
 
 func newDriver(t *testing.T) *driver {
@@ -89,7 +100,7 @@ func (d *driver) until(what string, cond func(*perfv1.PerfExperiment) bool) *per
 			return exp
 		}
 		if i%4 == 3 {
-			d.clock.Step(step)
+			d.clock.Step(d.stepSize())
 			d.c.poke(d.name)
 		}
 	}
@@ -348,4 +359,41 @@ func TestMissingTargetAndMissingLimitsStall(t *testing.T) {
 			t.Fatalf("%s: not stalled with %s", tc.name, tc.reason)
 		}
 	}
+}
+
+// The seed's death spiral in envtest: the heap runs away once the toggle is on;
+// the guardrail aborts within two GC cycles' worth of samples and the toggle is
+// reverted, with the numbers in status.
+func TestRunawayHeapAbortsAndReverts(t *testing.T) {
+	d := newDriver(t)
+	d.step = 15 * time.Second
+	metricsFor(d.clock).setLeak(true)
+	dep := d.c.target("app")
+	// The seed's JVM: a 12 GB limit, far above where the leak is caught.
+	dep.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("12Gi")
+	if err := k8s.Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	d.c.tick()
+	before := templateJSON(t, d.c.ns, "app")
+	e := shortExperiment(d.c.ns, "app", envToggle())
+	// Ten minutes of baseline teach the guardrail the pods' healthy sawtooth.
+	e.Spec.Windows = perfv1.WindowsSpec{Baseline: "10m", Treatment: "20m", Settle: "0s"}
+	e.Spec.Metrics.Interval = "15s"
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	exp := d.until("Aborted", terminal)
+	if exp.Status.Phase != perfv1.PhaseAborted || exp.Status.Abort == nil || exp.Status.Abort.Reason != perfv1.ReasonHeapGrowth ||
+		!strings.Contains(exp.Status.Abort.Message, "MiB/min") {
+		t.Fatalf("phase %s abort %+v", exp.Status.Phase, exp.Status.Abort)
+	}
+	took := exp.Status.Abort.At.Sub(exp.Status.Toggle.AppliedAt.Time)
+	t.Logf("aborted %s after the toggle: %s", took, exp.Status.Abort.Message)
+	// Two GC cycles after the onset, plus the rollout the env toggle causes
+	// and one sampling interval.
+	if took > 3*time.Minute {
+		t.Fatalf("abort came %s after the toggle", took)
+	}
+	d.assertRestored(before, "app")
 }

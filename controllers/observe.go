@@ -67,7 +67,15 @@ func (r *PerfExperimentReconciler) target(ctx context.Context, exp *perfv1.PerfE
 }
 
 func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv1.PerfExperiment, dep *appsv1.Deployment) (*engine.Target, error) {
-	t := &engine.Target{HeldBy: dep.Annotations[perfv1.AnnotationLock], Rollout: rolloutOf(dep), PodLabels: dep.Spec.Template.Labels}
+	t := &engine.Target{HeldBy: dep.Annotations[perfv1.AnnotationLock], Rollout: rolloutOf(dep), PodLabels: dep.Spec.Template.Labels, Replicas: 1}
+	if dep.Spec.Replicas != nil {
+		t.Replicas = *dep.Spec.Replicas
+	}
+	if i, err := toggle.ContainerIndex(&dep.Spec.Template, exp.Spec.Target.Container); err == nil {
+		limits := dep.Spec.Template.Spec.Containers[i].Resources.Limits
+		t.CPULimitCores = limits.Cpu().AsApproximateFloat64()
+		t.MemoryLimitBytes = limits.Memory().AsApproximateFloat64()
+	}
 	self := exp.Namespace + "/" + exp.Name
 	if t.HeldBy != "" && t.HeldBy != self {
 		gone, err := r.holderGone(ctx, t.HeldBy)

@@ -53,6 +53,10 @@ type PerfExperimentReconciler struct {
 	Clock     clock.PassiveClock
 	// HTTP sends runtime toggles to the target's pods.
 	HTTP toggle.Sender
+	// Metrics resolves each experiment's metrics provider.
+	Metrics MetricsSource
+
+	samples buffers
 }
 
 // Reconcile observes one experiment, lets the engine decide, acts, and persists
@@ -74,6 +78,7 @@ func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.sample(ctx, exp, &obs)
 	d := engine.Decide(exp, obs)
 	if err := r.execute(ctx, exp, &d); err != nil {
 		var te *toggleError
@@ -90,6 +95,9 @@ func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	if err := r.writeStatus(ctx, before, exp, d); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil // decided on a stale copy; decide again
+		}
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeueAfter(d)}, nil
@@ -102,14 +110,24 @@ func requeueAfter(d engine.Decision) time.Duration {
 	return d.RequeueAfter
 }
 
-// writeStatus records events and patches the status once, if it changed.
+// writeStatus records events and patches the status once, if it changed and
+// more than pending samples changed (those are written in batches).
 func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp *perfv1.PerfExperiment, d engine.Decision) error {
+	key := client.ObjectKeyFromObject(exp)
 	if removedFinalizer(d) {
+		r.samples.drop(key)
 		return nil // the object is going away; there is no status to write
 	}
+	p := r.samples.get(key)
 	exp.Status = d.Status
-	setConditions(&exp.Status, exp.Generation, d, r.Clock.Now())
+	if p.provider != nil {
+		exp.Status.MetricsSource = perfv1.MetricsSource(p.provider.Name())
+	}
+	setConditions(&exp.Status, exp.Spec.SuccessCriteria, exp.Generation, d, r.Clock.Now())
 	exp.Status.ObservedGeneration = exp.Generation
+	if !flushDue(&before.Status, &exp.Status, p) {
+		return nil
+	}
 	for _, e := range d.Events {
 		typ := "Normal"
 		if e.Warning {
@@ -117,8 +135,18 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 		}
 		r.Recorder.Event(exp, typ, e.Reason, e.Message)
 	}
-	if err := r.Status().Patch(ctx, exp, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+	// The optimistic lock refuses a status computed from a stale cached copy
+	// (the cache can lag behind this reconciler's own last write): merge
+	// patches replace lists wholesale, so a stale base would drop the windows'
+	// latest samples. The retry decides again on fresh data; actions are
+	// idempotent.
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if err := r.Status().Patch(ctx, exp, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
+	}
+	p.flushed()
+	if exp.Status.Phase.IsTerminal() {
+		r.samples.drop(key)
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "phase", exp.Status.Phase, "actions", len(d.Actions), "requeueAfter", d.RequeueAfter)
 	return nil

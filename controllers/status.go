@@ -18,7 +18,7 @@ import (
 //	stalled/pending   Stalled=True      Ready=False
 //	Succeeded         Ready=True        (no Reconciling, no Stalled)
 //	Failed, Aborted   Stalled=True      Ready=False
-func setConditions(st *perfv1.PerfExperimentStatus, gen int64, d engine.Decision, now time.Time) {
+func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, gen int64, d engine.Decision, now time.Time) {
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
@@ -63,9 +63,37 @@ func setConditions(st *perfv1.PerfExperimentStatus, gen int64, d engine.Decision
 	} else {
 		set(perfv1.ConditionToggleApplied, metav1.ConditionFalse, perfv1.ReasonToggleOff, "the target is as it was before the experiment")
 	}
+	if m := st.Measurement; m != nil && !st.Phase.IsTerminal() {
+		if m.LastError != "" {
+			set(perfv1.ConditionMetricsAvailable, metav1.ConditionFalse, perfv1.ReasonMetricsUnavailable, m.LastError)
+		} else if m.LastSampleTime != nil {
+			set(perfv1.ConditionMetricsAvailable, metav1.ConditionTrue, perfv1.ReasonMetricsOK, "samples from "+string(st.MetricsSource))
+		}
+	}
+	setPassed(st, crit, gen, now)
 	if st.Phase.IsTerminal() {
 		set(perfv1.ConditionTargetLocked, metav1.ConditionFalse, perfv1.ReasonLockReleased, "the target is released")
 	} else {
 		set(perfv1.ConditionTargetLocked, metav1.ConditionTrue, perfv1.ReasonLockHeld, "this experiment holds the target")
 	}
+}
+
+// setPassed is the CI gate: present only with success criteria; True when every
+// stage met them, False when one did not, Unknown until the summary is final or
+// when the run ended without one.
+func setPassed(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, gen int64, now time.Time) {
+	if crit == nil {
+		return
+	}
+	c := metav1.Condition{Type: perfv1.ConditionPassed, Status: metav1.ConditionUnknown, Reason: perfv1.ReasonNoVerdict,
+		Message: "no verdict until every stage is measured", ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
+	switch {
+	case st.Phase == perfv1.PhaseSucceeded && st.Verdict == perfv1.VerdictPass:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, perfv1.ReasonCriteriaMet, "every stage stayed within spec.successCriteria"
+	case st.Phase == perfv1.PhaseSucceeded && st.Verdict == perfv1.VerdictFail:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perfv1.ReasonCriteriaExceeded, "a stage exceeded spec.successCriteria: see status.summary"
+	case st.Phase.IsTerminal():
+		c.Message = "the run ended without a trustworthy verdict (" + string(st.Verdict) + ")"
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
 }

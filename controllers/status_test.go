@@ -42,7 +42,7 @@ func TestSetConditions(t *testing.T) {
 			// Start from a stale picture: conditions from an earlier phase must
 			// not survive.
 			st.Conditions = []metav1.Condition{{Type: "Reconciling", Status: "True", Reason: "Old"}, {Type: "Stalled", Status: "True", Reason: "Old"}}
-			setConditions(&st, 7, tc.d, now)
+			setConditions(&st, nil, 7, tc.d, now)
 			for typ, s := range tc.want {
 				c := meta.FindStatusCondition(st.Conditions, typ)
 				switch {

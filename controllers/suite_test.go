@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"sync"
 
 	"fmt"
 	"github.com/go-logr/logr"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -33,7 +35,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	log.SetLogger(logr.Discard())
+	if os.Getenv("TEST_LOG") != "" {
+		log.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(perfv1.AddToScheme(scheme))
 	os.Exit(run(m))
@@ -76,6 +82,7 @@ func startOperator(t *testing.T, clock *clocktesting.FakeClock, sender toggle.Se
 	r := &controllers.PerfExperimentReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
 		Recorder: mgr.GetEventRecorderFor("perf-operator"), Clock: clock, HTTP: sender,
+		Metrics: metricsFor(clock),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -103,4 +110,13 @@ func (o *operator) stop(t *testing.T) {
 // otherwise unique per process.
 func ctrlConfig() config.Controller {
 	return config.Controller{SkipNameValidation: ptr.To(true)}
+}
+
+// fakes keeps one metrics source per test clock, so a restarted operator sees
+// the same (possibly leaking) target as the one before it.
+var fakes sync.Map
+
+func metricsFor(clock *clocktesting.FakeClock) *fakeMetrics {
+	f, _ := fakes.LoadOrStore(clock, &fakeMetrics{clock: clock})
+	return f.(*fakeMetrics)
 }

@@ -60,6 +60,10 @@ echo
 echo "==> kubectl get perfexperiments -n ${NS}"
 "${KUBECTL}" get perfexperiments -n "${NS}"
 echo
+echo "==> the operator's preflight: it stalls, with the reason, rather than touch a missing target"
+"${KUBECTL}" wait -n "${NS}" --for=condition=Stalled --timeout=60s perfexperiment --all >/dev/null
+"${KUBECTL}" get perfexperiments -n "${NS}" -o jsonpath='{range .items[*]}{.metadata.name}: phase={.status.phase}{range .status.conditions[?(@.type=="Stalled")]} Stalled={.status} reason={.reason} message="{.message}"{end}{"\n"}{end}'
+echo
 echo "==> the plan as stored (defaults filled in by the apiserver)"
 "${KUBECTL}" get perfexperiments -n "${NS}" -o jsonpath='{range .items[*]}{.metadata.name}: stages={.spec.stages[*].qps} windows={.spec.windows} toggle={.spec.toggle}{"\n"}{end}'
 echo
@@ -75,5 +79,5 @@ echo "==> kubectl explain perfexperiment.spec.toggle"
 "${KUBECTL}" explain perfexperiment.spec.toggle >"${STATE}/explain.txt"
 head -20 "${STATE}/explain.txt"
 echo
-echo "quickstart: OK: the example was accepted and stored with its defaults, and an invalid one was refused."
-echo "(This control plane has no nodes, so no load runs; see the README's Status section.)"
+echo "quickstart: OK: the example was accepted, the operator reconciled it and stalled with a clear reason, and an invalid manifest was refused."
+echo "(This control plane has no nodes, so no target or load can run; see the README's Status section.)"

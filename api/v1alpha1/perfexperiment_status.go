@@ -101,6 +101,10 @@ type PerfExperimentStatus struct {
 	// +optional
 	MetricsSource MetricsSource `json:"metricsSource,omitempty"`
 
+	// Measurement is the sampling state.
+	// +optional
+	Measurement *MeasurementStatus `json:"measurement,omitempty"`
+
 	// Toggle records what the toggle changed and what must be restored.
 	// +optional
 	Toggle *ToggleStatus `json:"toggle,omitempty"`
@@ -193,6 +197,12 @@ type WindowStatus struct {
 	// +optional
 	Resources *ResourceAggregates `json:"resources,omitempty"`
 
+	// Series are the target's samples over the window, summed over its pods. The
+	// overhead's confidence interval is computed from them, so they are kept
+	// (bounded), not only their means.
+	// +optional
+	Series *WindowSeries `json:"series,omitempty"`
+
 	// Valid is false when the window must not be trusted; Invalid says why.
 	// +optional
 	Valid *bool `json:"valid,omitempty"`
@@ -202,6 +212,53 @@ type WindowStatus struct {
 	// +optional
 	// +listType=atomic
 	Invalid []string `json:"invalid,omitempty"`
+}
+
+// MaxSeriesPoints bounds a window's series: past it, adjacent points are
+// averaged in pairs and the step doubles, so an experiment's status stays small
+// whatever its windows' lengths.
+const MaxSeriesPoints = 240
+
+// WindowSeries are evenly spaced samples of the target, summed over its pods.
+type WindowSeries struct {
+	// StepSeconds is the spacing of the points.
+	StepSeconds int32 `json:"stepSeconds"`
+	// CPUMillicores is CPU use in millicores.
+	// +optional
+	// +listType=atomic
+	CPUMillicores []int64 `json:"cpuMillicores,omitempty"`
+	// MemoryBytes is the working set in bytes.
+	// +optional
+	// +listType=atomic
+	MemoryBytes []int64 `json:"memoryBytes,omitempty"`
+	// HeapBytes is the heap in use, when the target exports it.
+	// +optional
+	// +listType=atomic
+	HeapBytes []int64 `json:"heapBytes,omitempty"`
+	// Missing counts the samples that could not be taken during the window.
+	// +optional
+	Missing int32 `json:"missing,omitempty"`
+}
+
+// MeasurementStatus is the sampling state, kept so an operator restart resumes it.
+type MeasurementStatus struct {
+	// LastSampleTime is when the last persisted sample was taken.
+	// +optional
+	LastSampleTime *metav1.Time `json:"lastSampleTime,omitempty"`
+	// Replicas is the target's replica count at the start; a change during a
+	// window (an HPA) makes the window untrustworthy.
+	Replicas int32 `json:"replicas"`
+	// CPULimitCores is the target container's CPU limit, per pod.
+	CPULimitCores float64 `json:"cpuLimitCores"`
+	// MemoryLimitBytes is the target container's memory limit, per pod.
+	MemoryLimitBytes int64 `json:"memoryLimitBytes"`
+	// LastError is the last sampling error, while samples are failing.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// Guard is the runaway-heap guardrail's state (its recent per-pod history),
+	// as JSON. It is internal and bounded.
+	// +optional
+	Guard string `json:"guard,omitempty"`
 }
 
 // LoadResult is one window's k6 results. Latencies are exact percentiles of all the

@@ -470,9 +470,12 @@ type MetricsSpec struct {
 	Prometheus *PrometheusSpec `json:"prometheus,omitempty"`
 
 	// Queries override the default PromQL. Each is a template with the
-	// placeholders {{namespace}}, {{pod}} and {{container}}; the operator escapes
-	// their values. Defaults cover kube-prometheus-stack's cAdvisor series, JVM
-	// (Prometheus and OpenTelemetry names) and Go heap metrics.
+	// placeholders {{namespace}}, {{pod}} (an anchored regular expression of the
+	// target's pod names) and {{container}}, used inside double-quoted label
+	// matchers, and {{range}} (a rate range: the sampling interval, at least 1m)
+	// outside them; the operator escapes every substituted value. Defaults cover
+	// kube-prometheus-stack's cAdvisor series, JVM (Prometheus client and
+	// OpenTelemetry names) and Go heap metrics.
 	// +optional
 	Queries *MetricQueries `json:"queries,omitempty"`
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -89,7 +90,12 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	ms, err := metricsclientset.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the metrics.k8s.io client: %w", err)
+	}
 	r := &controllers.PerfExperimentReconciler{
+		Metrics:   controllers.ClusterMetrics{MetricsServer: ms},
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    mgr.GetScheme(),

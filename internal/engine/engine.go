@@ -137,6 +137,7 @@ func (x *decider) preflight(planErr error) {
 	x.act(Action{Kind: ActionAcquireLock, Original: t.Original})
 	x.act(Action{Kind: ActionEnsureScript})
 	x.st.Toggle = &perfv1.ToggleStatus{Applied: false, Original: t.Original}
+	x.startMeasurement()
 	now := x.now()
 	x.st.StartTime = &now
 	x.event(false, perfv1.ReasonLockHeld, "holding Deployment %s; original state recorded", x.spec.Target.Deployment)
@@ -166,10 +167,11 @@ func (x *decider) run() {
 	case x.obs.ToggleError != "":
 		x.finish(perfv1.PhaseAborted, perfv1.ReasonToggleFailed, x.obs.ToggleError)
 		return
-	case x.obs.Breach != nil && x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil:
-		x.finish(perfv1.PhaseAborted, x.obs.Breach.Reason, x.obs.Breach.Message)
+	}
+	if samplingPhase(x.st.Phase) && !x.measureSamples() {
 		return
 	}
+	defer x.wakeForSample()
 	switch x.st.Phase {
 	case perfv1.PhaseWarmingUp:
 		x.warmingUp()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -70,13 +71,8 @@ func (x *decider) reverting() {
 		return
 	}
 	x.enter(perfv1.PhaseBaseline, next)
+	x.resetGuard()
 	x.openWindow(perfv1.VariantBaseline)
-}
-
-// analyzing ends the run. The overhead analysis fills status.summary here.
-func (x *decider) analyzing() {
-	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded,
-		fmt.Sprintf("all %d stages measured; Deployment %s restored", len(x.spec.Stages), x.spec.Target.Deployment))
 }
 
 // openWindow records a new measured window and creates its load Job. Its start
@@ -199,6 +195,7 @@ func (x *decider) record(rec *perfv1.WindowStatus, job *Job, w k6.Window) bool {
 	rec.End = &end
 	rec.Load = &load
 	rec.Invalid = append(rec.Invalid, invalid...)
+	rec.Invalid = append(rec.Invalid, x.measurementProblems(rec, w)...)
 	rec.Valid = boolPtr(len(rec.Invalid) == 0)
 	if !*rec.Valid {
 		x.event(true, "WindowInvalid", "%s window of stage %s is not trustworthy: %v", rec.Variant, stageName(x.spec, rec.Stage), rec.Invalid)
@@ -274,6 +271,36 @@ func (x *decider) settled() bool {
 	// policy, rather than let it overlap the next window.
 	x.act(Action{Kind: ActionDeleteJob, JobName: rec.Job})
 	return true
+}
+
+// measurementProblems says why a measured window's resource samples cannot be
+// trusted: too few samples (a metrics outage) or the replica count changed.
+func (x *decider) measurementProblems(rec *perfv1.WindowStatus, w k6.Window) []string {
+	m := x.st.Measurement
+	if m == nil || rec.Variant == perfv1.VariantWarmup {
+		return nil
+	}
+	var out []string
+	interval, err := x.spec.Metrics.Interval.Parse()
+	if err == nil && interval > 0 {
+		expected := int(w.Duration / interval)
+		covered := 0
+		if s := rec.Series; s != nil {
+			covered = len(s.CPUMillicores) * int(s.StepSeconds) / int(math.Max(1, interval.Seconds()))
+		}
+		// One sample may fall outside the window at either edge.
+		if covered*5 < (expected-1)*4 {
+			msg := fmt.Sprintf("metrics for only %d of %d samples", covered, expected)
+			if m.LastError != "" {
+				msg += ": " + m.LastError
+			}
+			out = append(out, msg)
+		}
+	}
+	if t := x.obs.Target; t != nil && m.Replicas > 0 && t.Replicas != m.Replicas {
+		out = append(out, fmt.Sprintf("replicas changed from %d to %d during the window (an autoscaler?)", m.Replicas, t.Replicas))
+	}
+	return out
 }
 
 func stageName(spec *perfv1.PerfExperimentSpec, stage int32) string {

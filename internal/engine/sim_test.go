@@ -11,6 +11,7 @@ import (
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/metrics"
 )
 
 // world simulates everything around the engine: the Job controller and kubelet
@@ -36,11 +37,12 @@ type world struct {
 
 	podStart, rollout time.Duration
 	results           func(w k6.Window) *k6.PodResult
-	breach            *Breach
-	toggleError       string
-	decisions         int
-	finalizerRemoved  bool
-	applies, reverts  int
+	// heap is each pod's heap at a time (the guardrails watch it).
+	heap             func(t time.Time) float64
+	toggleError      string
+	decisions        int
+	finalizerRemoved bool
+	applies, reverts int
 	// loseStatusAt drops the status write of that decision (a crash between the
 	// actions and the write).
 	loseStatusAt int
@@ -58,6 +60,7 @@ func newWorld(t *testing.T, exp *perfv1.PerfExperiment) *world {
 		targetExists: true, generation: 1, observedGen: 1,
 		jobs: map[string]*simJob{}, created: map[string]int{}, finished: map[string]bool{},
 		podStart: 3 * time.Second, rollout: 40 * time.Second,
+		heap: func(time.Time) float64 { return 800 << 20 },
 		results: func(w k6.Window) *k6.PodResult {
 			n := int64(float64(w.QPS) * w.Duration.Seconds())
 			return &k6.PodResult{Requests: n, P50Ms: 2, P95Ms: 5, P99Ms: 9, MaxMs: 20, DurationSeconds: w.Duration.Seconds()}
@@ -66,14 +69,24 @@ func newWorld(t *testing.T, exp *perfv1.PerfExperiment) *world {
 }
 
 func (w *world) observe() Observed {
-	o := Observed{Now: w.now, Jobs: map[string]*Job{}, Breach: w.breach, ToggleError: w.toggleError}
+	o := Observed{Now: w.now, Jobs: map[string]*Job{}, ToggleError: w.toggleError}
+	if SampleDue(w.exp, time.Time{}, w.now) {
+		o.LastPendingSample = w.now
+		for _, pod := range []string{"app-1", "app-2"} {
+			cpu := 0.4
+			if w.applied {
+				cpu = 0.42
+			}
+			o.Samples = append(o.Samples, metrics.Sample{Time: w.now, Pod: pod, CPUCores: cpu, WorkingSetBytes: 1.5 * (1 << 30), HeapBytes: w.heap(w.now)})
+		}
+	}
 	o.Deleting = w.exp.DeletionTimestamp != nil
 	if w.targetExists {
 		done := !w.rolloutStuck && !w.now.Before(w.rolloutAt)
 		if done {
 			w.observedGen = w.generation
 		}
-		o.Target = &Target{HeldBy: w.heldBy, Original: `{"kind":"test"}`,
+		o.Target = &Target{HeldBy: w.heldBy, Original: `{"kind":"test"}`, Replicas: 2, CPULimitCores: 2, MemoryLimitBytes: 4 << 30,
 			Rollout: Rollout{ObservedGeneration: w.observedGen, Complete: done, Message: "1 of 2 updated replicas available"}}
 	}
 	for name, j := range w.jobs {
@@ -99,8 +112,8 @@ func (w *world) observe() Observed {
 // step runs one reconcile and returns its decision.
 func (w *world) step() Decision {
 	w.decisions++
-	if w.decisions > 500 {
-		w.t.Fatalf("no end after 500 decisions: phase %s", w.exp.Status.Phase)
+	if w.decisions > 2000 {
+		w.t.Fatalf("no end after 2000 decisions: phase %s", w.exp.Status.Phase)
 	}
 	d := Decide(w.exp, w.observe())
 	self := w.exp.Namespace + "/" + w.exp.Name
@@ -200,10 +213,11 @@ func seedExperiment() *perfv1.PerfExperiment {
 	return &perfv1.PerfExperiment{
 		ObjectMeta: metav1.ObjectMeta{Name: "profiling-overhead", Namespace: "shop"},
 		Spec: perfv1.PerfExperimentSpec{
-			Target: perfv1.TargetSpec{Deployment: "mall-gateway", URL: "http://mall-gateway.shop.svc:8080"},
-			Load:   perfv1.LoadSpec{Requests: []perfv1.RequestSpec{{Path: "/mysql", Weight: 50}, {Path: "/redis", Weight: 50}}},
-			Warmup: &perfv1.WarmupSpec{QPS: 50, Duration: "5m"},
-			Stages: []perfv1.StageSpec{{QPS: 500}, {QPS: 1000}, {QPS: 2000}},
+			Target:  perfv1.TargetSpec{Deployment: "mall-gateway", URL: "http://mall-gateway.shop.svc:8080"},
+			Load:    perfv1.LoadSpec{Requests: []perfv1.RequestSpec{{Path: "/mysql", Weight: 50}, {Path: "/redis", Weight: 50}}},
+			Warmup:  &perfv1.WarmupSpec{QPS: 50, Duration: "5m"},
+			Stages:  []perfv1.StageSpec{{QPS: 500}, {QPS: 1000}, {QPS: 2000}},
+			Metrics: perfv1.MetricsSpec{Interval: "1m"},
 			Toggle: perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{
 				HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "on"}, Port: 8081,
 				Revert: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "off"}}},

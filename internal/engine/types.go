@@ -18,7 +18,9 @@ import (
 	"time"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/guardrail"
 	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/metrics"
 )
 
 // Observed is what the reconciler saw in the cluster for one experiment.
@@ -34,8 +36,15 @@ type Observed struct {
 	// ScriptMissing explains why spec.load.scriptRef cannot be read ("" when it
 	// can, or when there is no scriptRef).
 	ScriptMissing string
-	// Breach is a guardrail breach found by the measurement loop, if any.
-	Breach *Breach
+	// Samples are the samples taken since the status was last persisted.
+	Samples []metrics.Sample
+	// LastPendingSample is when the newest of Samples (or SampleFailures) was
+	// taken; zero when none is pending.
+	LastPendingSample time.Time
+	// SampleFailures are sampling attempts that failed (a metrics outage).
+	SampleFailures []SampleFailure
+	// Pods are the target pods' states, for the hard-limit guardrails.
+	Pods []guardrail.PodState
 	// ToggleError is set when the reconciler could not apply the toggle for a
 	// reason that retrying will not fix (an admin endpoint answered 4xx/5xx,
 	// JAVA_TOOL_OPTIONS comes from a Secret). The engine aborts and reverts.
@@ -64,6 +73,16 @@ type Target struct {
 	Rollout Rollout
 	// PodLabels are the target pods' labels, for k6 anti-affinity.
 	PodLabels map[string]string
+	// Replicas is the Deployment's desired replica count.
+	Replicas int32
+	// CPULimitCores and MemoryLimitBytes are the target container's limits.
+	CPULimitCores, MemoryLimitBytes float64
+}
+
+// SampleFailure is a sampling attempt that failed.
+type SampleFailure struct {
+	Time    time.Time
+	Message string
 }
 
 // Rollout summarises a Deployment's rollout.
@@ -103,14 +122,6 @@ type Job struct {
 	Results []*k6.PodResult
 	// ResultErrors are messages of pods whose results could not be read.
 	ResultErrors []string
-}
-
-// Breach is a guardrail that tripped.
-type Breach struct {
-	// Reason is one of the Reason* constants of api/v1alpha1.
-	Reason string
-	// Message explains it with numbers.
-	Message string
 }
 
 // ActionKind is what the reconciler must do.

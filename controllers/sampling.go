@@ -1,0 +1,202 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/engine"
+	"perfexp.dev/perf-operator/internal/guardrail"
+	"perfexp.dev/perf-operator/internal/metrics"
+)
+
+// FlushEvery is how many samples may wait in memory before the status is
+// written. Sampling every 15 s costs one metrics call per sample; writing the
+// status and listing the target's pods once a minute keeps an experiment near
+// 0.1 API requests per second. A restart loses at most the unwritten samples,
+// and a guardrail breach is written at once.
+const FlushEvery = 4
+
+// MetricsSource resolves an experiment's metrics provider.
+type MetricsSource interface {
+	// Provider returns the provider for the spec and why it was chosen.
+	Provider(ctx context.Context, spec perfv1.MetricsSpec) (metrics.Provider, string, error)
+}
+
+// pending are one experiment's samples not yet in its persisted status.
+type pending struct {
+	samples  []metrics.Sample
+	failures []engine.SampleFailure
+	last     time.Time
+	taken    int
+	pods     []guardrail.PodState
+	podNames []string
+	provider metrics.Provider
+}
+
+// buffers holds every experiment's pending samples.
+type buffers struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*pending
+}
+
+func (b *buffers) get(key types.NamespacedName) *pending {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[types.NamespacedName]*pending{}
+	}
+	p := b.m[key]
+	if p == nil {
+		p = &pending{}
+		b.m[key] = p
+	}
+	return p
+}
+
+func (b *buffers) drop(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.m, key)
+}
+
+// sample takes a sample when one is due and hands every pending sample to the
+// engine. A failing source becomes a recorded failure, never a reconcile error:
+// a metrics outage marks windows, it does not stop the run.
+func (r *PerfExperimentReconciler) sample(ctx context.Context, exp *perfv1.PerfExperiment, obs *engine.Observed) {
+	key := client.ObjectKeyFromObject(exp)
+	p := r.samples.get(key)
+	now := obs.Now
+	if engine.SampleDue(exp, p.last, now) {
+		if p.taken%FlushEvery == 0 || p.podNames == nil {
+			r.refreshPods(ctx, exp, p)
+		}
+		if err := r.takeSample(ctx, exp, p, now); err != nil {
+			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
+		}
+		p.last = now
+		p.taken++
+	}
+	obs.Samples, obs.SampleFailures, obs.LastPendingSample, obs.Pods = p.samples, p.failures, p.last, p.pods
+}
+
+func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.PerfExperiment, p *pending, now time.Time) error {
+	if p.provider == nil {
+		if r.Metrics == nil {
+			return fmt.Errorf("no metrics source configured")
+		}
+		prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
+		if err != nil {
+			return err
+		}
+		p.provider = prov
+	}
+	dep, err := r.target(ctx, exp)
+	if err != nil || dep == nil {
+		return fmt.Errorf("reading the target Deployment %q: %v", exp.Spec.Target.Deployment, err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	t := metrics.Target{Namespace: exp.Namespace, Pods: p.podNames, PodSelector: sel.String(), Container: exp.Spec.Target.Container}
+	if t.Container == "" && len(dep.Spec.Template.Spec.Containers) > 0 {
+		t.Container = dep.Spec.Template.Spec.Containers[0].Name
+	}
+	got, err := p.provider.Sample(ctx, t)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.provider.Name(), err)
+	}
+	if len(got) == 0 {
+		return fmt.Errorf("%s returned no samples for the target's pods", p.provider.Name())
+	}
+	for i := range got {
+		got[i].Time = now // one instant per sample, on the operator's clock
+	}
+	p.samples = append(p.samples, got...)
+	return nil
+}
+
+// refreshPods lists the target's pods (uncached: they are outside the
+// operator's label-filtered caches) for their names and restart states.
+func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, exp *perfv1.PerfExperiment, p *pending) {
+	dep, err := r.target(ctx, exp)
+	if err != nil || dep == nil {
+		return
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		return
+	}
+	var list corev1.PodList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(exp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return
+	}
+	container := exp.Spec.Target.Container
+	p.pods, p.podNames = nil, []string{}
+	for _, pod := range list.Items {
+		if !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		p.podNames = append(p.podNames, pod.Name)
+		p.pods = append(p.pods, podState(&pod, container))
+	}
+}
+
+func podState(pod *corev1.Pod, container string) guardrail.PodState {
+	s := guardrail.PodState{Name: pod.Name}
+	for i, cs := range pod.Status.ContainerStatuses {
+		if (container != "" && cs.Name != container) || (container == "" && i > 0) {
+			continue
+		}
+		s.Restarts = cs.RestartCount
+		if t := cs.LastTerminationState.Terminated; t != nil && t.Reason == "OOMKilled" {
+			s.OOMKilled = true
+		}
+		if t := cs.State.Terminated; t != nil && t.Reason == "OOMKilled" {
+			s.OOMKilled = true
+		}
+		if r := cs.State.Running; r != nil {
+			s.StartedAt = r.StartedAt.Time
+		}
+	}
+	return s
+}
+
+// flushDue reports whether the status must be written: anything but samples
+// changed, enough samples wait, or the run is no longer sampling.
+func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending) bool {
+	if len(p.samples) == 0 && len(p.failures) == 0 {
+		return true
+	}
+	if len(p.failures) > 0 || p.taken%FlushEvery == 0 || !equalButSamples(before, after) {
+		return true
+	}
+	return false
+}
+
+// equalButSamples compares two statuses ignoring what samples change: the
+// measurement state and the windows' series.
+func equalButSamples(a, b *perfv1.PerfExperimentStatus) bool {
+	x, y := a.DeepCopy(), b.DeepCopy()
+	for _, s := range []*perfv1.PerfExperimentStatus{x, y} {
+		s.Measurement = nil
+		for i := range s.Windows {
+			s.Windows[i].Series = nil
+		}
+	}
+	return equality.Semantic.DeepEqual(x, y)
+}
+
+// flushed forgets the samples now persisted.
+func (p *pending) flushed() {
+	p.samples, p.failures = nil, nil
+}

@@ -1,0 +1,217 @@
+package analysis
+
+import (
+	"fmt"
+	"strconv"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+// StageInput is everything measured in one stage's baseline and treatment
+// windows. Index 0 of each pair is the baseline, 1 the treatment.
+type StageInput struct {
+	// Name is the stage's name; "" uses its QPS.
+	Name string
+	// QPS is the stage's target rate.
+	QPS int32
+	// CPU (cores), Memory (working-set bytes) and Heap (bytes) samples. Heap may
+	// be empty when the target does not export it.
+	CPU, Memory, Heap [2]Series
+	// CPULimitCores and MemoryLimitBytes are the target's total limits, for
+	// the deltas in percentage points of the limit; 0 leaves those out.
+	CPULimitCores, MemoryLimitBytes float64
+	// P50, P95 and P99 are the windows' exact latency percentiles in ms; 0 is
+	// unknown.
+	P50, P95, P99 [2]float64
+	// Trustworthy is false when a window of the stage was invalid.
+	Trustworthy bool
+}
+
+// tolerances are the parsed success criteria; nil means not set.
+type tolerances struct{ cpu, memory, p99 *float64 }
+
+func (t tolerances) any() bool { return t.cpu != nil || t.memory != nil || t.p99 != nil }
+
+func parseCriteria(crit *perfv1.SuccessCriteria) (tolerances, error) {
+	var t tolerances
+	if crit == nil {
+		return t, nil
+	}
+	for _, f := range []struct {
+		name string
+		p    perfv1.Percent
+		dst  **float64
+	}{
+		{"maxCPUOverhead", crit.MaxCPUOverhead, &t.cpu},
+		{"maxMemoryOverhead", crit.MaxMemoryOverhead, &t.memory},
+		{"maxP99Overhead", crit.MaxP99Overhead, &t.p99},
+	} {
+		if f.p == "" {
+			continue
+		}
+		v, err := f.p.Fraction()
+		if err != nil {
+			return t, fmt.Errorf("successCriteria.%s %q: %w", f.name, f.p, err)
+		}
+		*f.dst = &v
+	}
+	return t, nil
+}
+
+// SummarizeStage builds one row of the overhead table and the stage's verdict.
+//
+// CPU and memory are required from a trustworthy stage (an error says which is
+// missing or degenerate); an untrustworthy stage omits what cannot be compared,
+// since its verdict is Inconclusive anyway. Heap is informational: omitted when
+// either window lacks it or it cannot be compared. Latencies are compared when
+// both windows know them. Material: the point estimate of the overhead is
+// strictly above the matching criterion (see the package documentation).
+func SummarizeStage(in StageInput, crit *perfv1.SuccessCriteria, o Options) (perfv1.StageSummary, error) {
+	tol, err := parseCriteria(crit)
+	if err != nil {
+		return perfv1.StageSummary{}, err
+	}
+	s := perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Trustworthy: in.Trustworthy}
+	if s.Stage == "" {
+		s.Stage = strconv.Itoa(int(in.QPS))
+	}
+	if s.CPU, err = resourceRow("cpu", in.CPU, in.CPULimitCores, in.Trustworthy, o); err != nil {
+		return perfv1.StageSummary{}, err
+	}
+	if s.Memory, err = resourceRow("memory", in.Memory, in.MemoryLimitBytes, in.Trustworthy, o); err != nil {
+		return perfv1.StageSummary{}, err
+	}
+	s.Heap, _ = resourceRow("heap", in.Heap, 0, false, o)
+	s.P50, s.P95, s.P99 = latencyRow(in.P50), latencyRow(in.P95), latencyRow(in.P99)
+	setMaterial(s.CPU, tol.cpu)
+	setMaterial(s.Memory, tol.memory)
+	setMaterial(s.P99, tol.p99)
+	s.Verdict = stageVerdict(&s, tol)
+	return s, nil
+}
+
+// resourceRow compares one sampled metric; required makes a missing or
+// degenerate comparison an error instead of an omission.
+func resourceRow(name string, pair [2]Series, limit float64, required bool, o Options) (*perfv1.MetricComparison, error) {
+	if !required && (len(pair[0]) == 0 || len(pair[1]) == 0) {
+		return nil, nil
+	}
+	r, err := Compare(pair[0], pair[1], o)
+	if err != nil {
+		if !required {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	c := comparison(r)
+	if limit > 0 {
+		pp := r.Delta / limit * 100
+		c.DeltaPercentOfLimit = &pp
+	}
+	return c, nil
+}
+
+func latencyRow(p [2]float64) *perfv1.MetricComparison {
+	if !(p[0] > 0 && p[1] > 0) {
+		return nil
+	}
+	return comparison(CompareLatency(p[0], p[1]))
+}
+
+func comparison(r Result) *perfv1.MetricComparison {
+	return &perfv1.MetricComparison{
+		Baseline: r.Baseline, Treatment: r.Treatment, Delta: r.Delta,
+		Overhead: r.Overhead, CILow: r.CILow, CIHigh: r.CIHigh, Significant: r.Significant,
+	}
+}
+
+func setMaterial(c *perfv1.MetricComparison, tol *float64) {
+	if c != nil {
+		c.Material = isMaterial(c, tol)
+	}
+}
+
+func isMaterial(c *perfv1.MetricComparison, tol *float64) bool {
+	return c != nil && tol != nil && c.Overhead > *tol
+}
+
+// stageVerdict decides a stage from its comparisons, recomputing materiality
+// from the overheads so that it depends only on the data and the criteria.
+func stageVerdict(s *perfv1.StageSummary, tol tolerances) perfv1.Verdict {
+	switch {
+	case !s.Trustworthy:
+		return perfv1.VerdictInconclusive
+	case isMaterial(s.CPU, tol.cpu) || isMaterial(s.Memory, tol.memory) || isMaterial(s.P99, tol.p99):
+		return perfv1.VerdictFail
+	case tol.any():
+		return perfv1.VerdictPass
+	}
+	for _, c := range []*perfv1.MetricComparison{s.CPU, s.Memory, s.Heap, s.P50, s.P95, s.P99} {
+		if c != nil && c.Significant {
+			// No criteria to hold, but an effect was measured: "Pass" with the
+			// effect in the table, as VerdictPass documents.
+			return perfv1.VerdictPass
+		}
+	}
+	return perfv1.VerdictNoEffect
+}
+
+// Verdict is the experiment's outcome over its stages: Inconclusive when it was
+// aborted, has no stages or any stage is Inconclusive; otherwise Fail when any
+// stage fails, NoEffect when every stage is NoEffect, and Pass (including a mix
+// of Pass and NoEffect). Each stage is re-decided from its comparisons and crit,
+// so the result never depends on a stale stored stage verdict. Criteria that do
+// not parse (admission refuses them) give Inconclusive rather than a silently
+// ignored gate.
+func Verdict(stages []perfv1.StageSummary, crit *perfv1.SuccessCriteria, aborted bool) perfv1.Verdict {
+	tol, err := parseCriteria(crit)
+	if aborted || err != nil || len(stages) == 0 {
+		return perfv1.VerdictInconclusive
+	}
+	seen := map[perfv1.Verdict]int{}
+	for i := range stages {
+		seen[stageVerdict(&stages[i], tol)]++
+	}
+	switch {
+	case seen[perfv1.VerdictInconclusive] > 0:
+		return perfv1.VerdictInconclusive
+	case seen[perfv1.VerdictFail] > 0:
+		return perfv1.VerdictFail
+	case seen[perfv1.VerdictNoEffect] == len(stages):
+		return perfv1.VerdictNoEffect
+	}
+	return perfv1.VerdictPass
+}
+
+// Columns are the printer columns: per metric the largest (most positive)
+// overhead over the stages that have it, formatted like "+4.1%" or "-0.3%";
+// empty when no stage has the metric.
+func Columns(stages []perfv1.StageSummary) perfv1.OverheadColumns {
+	pick := func(get func(*perfv1.StageSummary) *perfv1.MetricComparison) string {
+		var best *float64
+		for i := range stages {
+			if c := get(&stages[i]); c != nil && (best == nil || c.Overhead > *best) {
+				best = &c.Overhead
+			}
+		}
+		if best == nil {
+			return ""
+		}
+		return formatPercent(*best)
+	}
+	return perfv1.OverheadColumns{
+		CPU:    pick(func(s *perfv1.StageSummary) *perfv1.MetricComparison { return s.CPU }),
+		Memory: pick(func(s *perfv1.StageSummary) *perfv1.MetricComparison { return s.Memory }),
+		P99:    pick(func(s *perfv1.StageSummary) *perfv1.MetricComparison { return s.P99 }),
+	}
+}
+
+// formatPercent writes a fraction as a signed percentage with one decimal; a
+// value that rounds to zero is "+0.0%", never "-0.0%".
+func formatPercent(f float64) string {
+	s := fmt.Sprintf("%+.1f%%", f*100)
+	if s == "-0.0%" {
+		return "+0.0%"
+	}
+	return s
+}

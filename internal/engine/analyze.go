@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"fmt"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/analysis"
+)
+
+// analyzing ends a completed run: the overhead table per stage, the verdict and
+// the printer columns, then Succeeded. A stage whose series cannot be compared
+// (no samples at all) still gets its latency rows and is marked untrustworthy.
+func (x *decider) analyzing() {
+	var summary []perfv1.StageSummary
+	for s := range x.spec.Stages {
+		in := x.stageInput(int32(s))
+		row, err := analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions())
+		if err != nil {
+			in.Trustworthy = false
+			in.CPU, in.Memory, in.Heap = [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}
+			row, err = analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions())
+			if err != nil {
+				row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Verdict: perfv1.VerdictInconclusive}
+			}
+			x.event(true, "AnalysisIncomplete", "stage %s: %v", in.Name, err)
+		}
+		summary = append(summary, row)
+	}
+	x.st.Summary = summary
+	x.st.Verdict = analysis.Verdict(summary, x.spec.SuccessCriteria, false)
+	cols := analysis.Columns(summary)
+	x.st.Overhead = &cols
+	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded,
+		fmt.Sprintf("all %d stages measured, verdict %s; Deployment %s restored", len(x.spec.Stages), x.st.Verdict, x.spec.Target.Deployment))
+}
+
+// stageInput gathers a stage's baseline and treatment windows for the analysis.
+func (x *decider) stageInput(stage int32) analysis.StageInput {
+	in := analysis.StageInput{Name: x.spec.StageName(int(stage)), QPS: x.spec.Stages[stage].QPS, Trustworthy: true}
+	if m := x.st.Measurement; m != nil {
+		replicas := float64(max(m.Replicas, 1))
+		in.CPULimitCores = m.CPULimitCores * replicas
+		in.MemoryLimitBytes = float64(m.MemoryLimitBytes) * replicas
+	}
+	for i, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
+		w := x.lastWindow(stage, v)
+		if w == nil || w.Valid == nil || !*w.Valid {
+			in.Trustworthy = false
+		}
+		if w == nil {
+			continue
+		}
+		if l := w.Load; l != nil {
+			in.P50[i], in.P95[i], in.P99[i] = l.P50Ms, l.P95Ms, l.P99Ms
+		}
+		if s := w.Series; s != nil {
+			in.CPU[i] = scaled(s.CPUMillicores, 1.0/1000)
+			in.Memory[i] = scaled(s.MemoryBytes, 1)
+			if len(s.HeapBytes) == len(s.CPUMillicores) {
+				in.Heap[i] = scaled(s.HeapBytes, 1)
+			}
+		}
+	}
+	if len(in.Heap[0]) == 0 || len(in.Heap[1]) == 0 {
+		in.Heap = [2]analysis.Series{}
+	}
+	return in
+}
+
+func (x *decider) lastWindow(stage int32, v perfv1.Variant) *perfv1.WindowStatus {
+	for i := len(x.st.Windows) - 1; i >= 0; i-- {
+		if w := &x.st.Windows[i]; w.Stage == stage && w.Variant == v {
+			return w
+		}
+	}
+	return nil
+}
+
+func scaled(v []int64, f float64) analysis.Series {
+	out := make(analysis.Series, len(v))
+	for i, x := range v {
+		out[i] = float64(x) * f
+	}
+	return out
+}

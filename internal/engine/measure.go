@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"encoding/json"
+	"math"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/guardrail"
+	"perfexp.dev/perf-operator/internal/metrics"
+)
+
+// Sampling runs from the first baseline to the last revert: windows need series
+// and, from the first toggle on, guardrails need every sample.
+func samplingPhase(p perfv1.Phase) bool {
+	switch p {
+	case perfv1.PhaseBaseline, perfv1.PhaseSwitching, perfv1.PhaseTreatment, perfv1.PhaseReverting:
+		return true
+	}
+	return false
+}
+
+// SampleDue reports whether the reconciler should take a sample now: the
+// experiment is in a sampling phase and an interval has passed since the last
+// sample, persisted or pending (last; zero when none is pending).
+func SampleDue(exp *perfv1.PerfExperiment, last time.Time, now time.Time) bool {
+	if !samplingPhase(exp.Status.Phase) || !exp.DeletionTimestamp.IsZero() {
+		return false
+	}
+	interval, err := exp.Spec.Metrics.Interval.Parse()
+	if err != nil || interval <= 0 {
+		return false
+	}
+	if m := exp.Status.Measurement; m != nil && m.LastSampleTime != nil && m.LastSampleTime.After(last) {
+		last = m.LastSampleTime.Time
+	}
+	return last.IsZero() || !now.Before(last.Add(interval))
+}
+
+// startMeasurement records, at the start, what utilisation is measured against.
+func (x *decider) startMeasurement() {
+	t := x.obs.Target
+	x.st.Measurement = &perfv1.MeasurementStatus{
+		Replicas: t.Replicas, CPULimitCores: t.CPULimitCores, MemoryLimitBytes: int64(t.MemoryLimitBytes),
+	}
+}
+
+// measureSamples folds the samples taken since the last persisted status into the
+// open window's series and, from the first toggle on, into the guardrails. It
+// returns false when a guardrail ended the run. The same samples applied to the
+// same persisted status always give the same result, so the reconciler may keep
+// samples in memory for a while and pass them again (its writes are batched).
+func (x *decider) measureSamples() bool {
+	m := x.st.Measurement
+	if m == nil {
+		return true // started by an operator version without measurement
+	}
+	for _, f := range x.obs.SampleFailures {
+		if w := x.openMeasured(); w != nil {
+			x.series(w).Missing++
+		}
+		m.LastError = f.Message
+		x.advanceSampleTime(f.Time)
+	}
+	// The open window's start is known from its Job before its first sample is
+	// placed; otherwise samples taken after the start but folded in before it
+	// was recorded would be dropped.
+	if w := x.openMeasured(); w != nil && w.Start == nil {
+		if job := x.obs.Jobs[w.Job]; job != nil && job.Started != nil {
+			t := metav1Time(*job.Started)
+			w.Start = &t
+		}
+	}
+	for _, group := range byInstant(x.obs.Samples) {
+		t := group[0].Time
+		if m.LastSampleTime != nil && !t.After(m.LastSampleTime.Time) {
+			continue // already persisted
+		}
+		m.LastError = ""
+		x.advanceSampleTime(t)
+		if w := x.openMeasured(); w != nil && w.Start != nil && !t.Before(w.Start.Time) {
+			x.addPoint(w, group)
+		}
+		// Before the first toggle the samples only teach the guardrail each
+		// pod's healthy sawtooth; from the first toggle on every sample is judged.
+		observe := x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil
+		if b := x.guard(group, t, observe); b != nil {
+			x.finish(perfv1.PhaseAborted, b.Reason, b.Message)
+			return false
+		}
+	}
+	return true
+}
+
+func (x *decider) advanceSampleTime(t time.Time) {
+	m := x.st.Measurement
+	if m.LastSampleTime == nil || t.After(m.LastSampleTime.Time) {
+		mt := metav1.NewTime(t)
+		m.LastSampleTime = &mt
+	}
+}
+
+// guard feeds one instant's samples to the guardrails, from the persisted state:
+// Record before the first toggle, Observe (and judge) after it.
+func (x *decider) guard(group []metrics.Sample, t time.Time, observe bool) *guardrail.Breach {
+	cfg, err := guardrail.ConfigFrom(x.spec)
+	if err != nil {
+		return nil // validated at admission; an unparsable spec stalls in preflight
+	}
+	var b *guardrail.Breach
+	x.withGuard(func(state *guardrail.State) {
+		if observe {
+			b = state.Observe(cfg, group, x.obs.Pods, float64(x.st.Measurement.MemoryLimitBytes), t)
+		} else {
+			state.Record(cfg, group, x.obs.Pods, t)
+		}
+	})
+	return b
+}
+
+// withGuard runs f on the guardrail state kept in status and stores it back.
+func (x *decider) withGuard(f func(*guardrail.State)) {
+	m := x.st.Measurement
+	if m == nil {
+		return
+	}
+	var state guardrail.State
+	if m.Guard != "" {
+		_ = json.Unmarshal([]byte(m.Guard), &state) // a corrupt state restarts the history
+	}
+	f(&state)
+	if raw, err := json.Marshal(&state); err == nil {
+		m.Guard = string(raw)
+	}
+}
+
+// resetGuard forgets the pods' growth histories when a new stage's load rate
+// begins: a new request rate is a new allocation rate. Restart counts stay.
+func (x *decider) resetGuard() {
+	x.withGuard(func(s *guardrail.State) { s.Reset() })
+}
+
+// openMeasured is the open baseline or treatment window, if any.
+func (x *decider) openMeasured() *perfv1.WindowStatus {
+	if w := x.openRecord(perfv1.VariantBaseline); w != nil {
+		return w
+	}
+	return x.openRecord(perfv1.VariantTreatment)
+}
+
+func (x *decider) series(w *perfv1.WindowStatus) *perfv1.WindowSeries {
+	if w.Series == nil {
+		interval, _ := x.spec.Metrics.Interval.Parse()
+		w.Series = &perfv1.WindowSeries{StepSeconds: int32(math.Max(1, interval.Seconds()))}
+	}
+	return w.Series
+}
+
+// addPoint appends one instant, summed over the pods, to the window's series and
+// keeps the series bounded by halving its resolution when it grows too long.
+func (x *decider) addPoint(w *perfv1.WindowStatus, group []metrics.Sample) {
+	s := x.series(w)
+	var cpu, mem, heap float64
+	heapKnown := true
+	for _, smp := range group {
+		cpu += nanToZero(smp.CPUCores)
+		mem += nanToZero(smp.WorkingSetBytes)
+		if math.IsNaN(smp.HeapBytes) {
+			heapKnown = false
+		}
+		heap += nanToZero(smp.HeapBytes)
+	}
+	s.CPUMillicores = append(s.CPUMillicores, int64(math.Round(cpu*1000)))
+	s.MemoryBytes = append(s.MemoryBytes, int64(mem))
+	if heapKnown && (len(s.HeapBytes) == len(s.CPUMillicores)-1) {
+		s.HeapBytes = append(s.HeapBytes, int64(heap))
+	}
+	if len(s.CPUMillicores) > perfv1.MaxSeriesPoints {
+		s.CPUMillicores = halve(s.CPUMillicores)
+		s.MemoryBytes = halve(s.MemoryBytes)
+		s.HeapBytes = halve(s.HeapBytes)
+		s.StepSeconds *= 2
+	}
+}
+
+// halve averages adjacent pairs (an odd last point stays on its own).
+func halve(v []int64) []int64 {
+	out := make([]int64, 0, (len(v)+1)/2)
+	for i := 0; i < len(v); i += 2 {
+		if i+1 < len(v) {
+			out = append(out, (v[i]+v[i+1])/2)
+		} else {
+			out = append(out, v[i])
+		}
+	}
+	return out
+}
+
+func nanToZero(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+// byInstant groups samples taken at the same moment (one per pod), oldest first.
+func byInstant(samples []metrics.Sample) [][]metrics.Sample {
+	sorted := append([]metrics.Sample(nil), samples...)
+	sort.SliceStable(sorted, func(i, k int) bool { return sorted[i].Time.Before(sorted[k].Time) })
+	var out [][]metrics.Sample
+	for _, s := range sorted {
+		if n := len(out); n > 0 && out[n-1][0].Time.Equal(s.Time) {
+			out[n-1] = append(out[n-1], s)
+			continue
+		}
+		out = append(out, []metrics.Sample{s})
+	}
+	return out
+}
+
+// wakeForSample asks to be woken when the next sample is due.
+func (x *decider) wakeForSample() {
+	if !samplingPhase(x.st.Phase) || x.st.Measurement == nil {
+		return
+	}
+	interval, err := x.spec.Metrics.Interval.Parse()
+	if err != nil || interval <= 0 {
+		return
+	}
+	next := x.obs.Now
+	if t := x.st.Measurement.LastSampleTime; t != nil {
+		next = t.Add(interval)
+	}
+	if last := x.obs.LastPendingSample; last.After(next.Add(-interval)) {
+		next = last.Add(interval)
+	}
+	x.wakeAt(next)
+}

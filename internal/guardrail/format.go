@@ -1,0 +1,92 @@
+package guardrail
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+// resourceDefault is the growth limit, or the API's default when unset.
+func resourceDefault(q *resource.Quantity) resource.Quantity {
+	if q != nil {
+		return *q
+	}
+	return resource.MustParse(perfv1.DefaultMaxGrowthPerMinute)
+}
+
+// growthMessage explains a heap-growth breach, e.g.
+// "pod web-1: heap +712 MiB/min, limit 100 MiB/min; projected to reach the
+// memory limit (12 GiB) in 9m".
+func growthMessage(pod, series string, v verdict, cfg Config, current, limitBytes float64) string {
+	what := "heap"
+	if series == seriesWorkingSet {
+		what = "working set"
+	}
+	perMin := v.slope * 60
+	var b strings.Builder
+	fmt.Fprintf(&b, "pod %s: %s +%s/min, limit %s/min", pod, what, formatBytes(perMin), formatBytes(cfg.MaxGrowthPerMinute))
+	if v.floor {
+		b.WriteString(" (heap after GC rising)")
+	}
+	if limitBytes > 0 && !math.IsInf(limitBytes, 0) {
+		if left := limitBytes - current; left > 0 {
+			eta := time.Duration(left / perMin * float64(time.Minute))
+			fmt.Fprintf(&b, "; projected to reach the memory limit (%s) in %s", formatBytes(limitBytes), formatDuration(eta))
+		} else {
+			fmt.Fprintf(&b, "; already at the memory limit (%s)", formatBytes(limitBytes))
+		}
+	}
+	return b.String()
+}
+
+// formatBytes writes a byte count in binary units with three significant digits
+// at most: 712 MiB, 11.1 GiB, 12 GiB.
+func formatBytes(v float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for math.Abs(v) >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	digits := 0
+	switch a := math.Abs(v); {
+	case a < 9.995:
+		digits = 2
+	case a < 99.95:
+		digits = 1
+	}
+	s := strconv.FormatFloat(v, 'f', digits, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s + " " + units[i]
+}
+
+// formatPercent writes a fraction as a percentage with at most one decimal.
+func formatPercent(f float64) string {
+	s := strconv.FormatFloat(f*100, 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + "%"
+}
+
+// formatDuration writes a duration to the second below a minute and to the
+// minute above: 45s, 9m, 1h5m.
+func formatDuration(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%ds", int(math.Ceil(d.Seconds())))
+	}
+	d = d.Round(time.Minute)
+	if d < time.Hour {
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	}
+	h := int(d.Hours())
+	if m := int(d.Minutes()) - 60*h; m > 0 {
+		return fmt.Sprintf("%dh%dm", h, m)
+	}
+	return fmt.Sprintf("%dh", h)
+}

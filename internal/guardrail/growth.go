@@ -1,0 +1,386 @@
+package guardrail
+
+import "math"
+
+// The runaway-heap rule.
+//
+// A JVM heap under steady load is a sawtooth: it climbs at the allocation rate
+// (2.7 GB/min in the seed story) and drops at each GC. Its raw trend over a few
+// minutes is meaningless — within a cycle it is the allocation rate, across a GC
+// it is hugely negative — so the rule never fits a line through raw samples.
+// It looks at the heap the way a GC log does, with two pieces of evidence:
+//
+//  1. Cycles (fast, one to two GC cycles). Retained growth is allocation that a GC
+//     does not free: while it lasts, every tooth of the sawtooth climbs faster
+//     than the pod's own teeth did before, by the growth rate (+700 MB/min on a
+//     2.7 GB/min ramp is +26 %). The rule compares the teeth of the last
+//     fastPoints samples with the pod's reference — its history before the last
+//     guardPoints samples — using only pairs of samples within one GC cycle (the
+//     seasonal Kendall slope, cycles as seasons). Comparisons across a GC are
+//     useless at this time scale: the first sample after a GC lands anywhere in
+//     the first sampling interval of the new cycle, which moves it by up to one
+//     interval's allocation (675 MB at 15 s) — as much as a minute of the leak.
+//  2. Floor (slow, six GC cycles or more). The heap after each GC (the first
+//     sample of each cycle; for a series without GC drops, the minimum of every
+//     four samples) must rise: Theil–Sen and Mann–Kendall over the last 6, 9,
+//     12 … floors, and from each third of them to the next by more than the
+//     sampling phase can explain — which no healthy floor and no one-off step
+//     can do. It catches slower leaks, and leaks that retain objects the
+//     application allocated anyway (the teeth do not steepen).
+//
+// Both are evaluated on every new point and either counts as a breach; the caller
+// aborts after ConsecutiveBreaches breaches in a row. Both need the pod's own
+// history: the cycles evidence about ten minutes of it (a reference of eight GC
+// cycles), the floor evidence six GC cycles.
+const (
+	// dropFrac: a fall of more than 15 % between two samples is a GC (or a
+	// scrape dip, see clean). Young collections free far more; noise far less.
+	dropFrac = 0.15
+	// gapFactor: samples further apart than 2.5 intervals are in different
+	// blocks: a GC may hide in the gap.
+	gapFactor = 2.5
+	// fastPoints is the window under test of the cycles evidence: seven samples
+	// (105 s at 15 s), six steps of which a GC takes one or two, leaving enough
+	// within-cycle steps for a median that one spike or step cannot move.
+	fastPoints = 7
+	// guardPoints are the newest samples kept out of the reference, so that the
+	// start of a leak is compared with what came before it, not with itself.
+	guardPoints = 12
+	// chunkPoints splits long blocks (a series without GCs) into chunks the size
+	// of the window under test, so their spread is comparable.
+	chunkPoints = 7
+	// minRefChunks: the reference must hold eight GC cycles (or chunks) before
+	// the cycles evidence is used; with fewer, their spread understates the
+	// pod's normal cycle-to-cycle variation and a healthy cycle can exceed it.
+	minRefChunks = 8
+	// relMin: the teeth must climb at least 15 % faster than the pod's reference
+	// allocation rate. Extra allocation that is not retained (profiling, tracing)
+	// steepens the teeth exactly like a leak until the next GC shows the floor;
+	// with a few percent of cycle-to-cycle jitter, a toggle adding up to about
+	// 5 % allocation never trips the teeth. Slower leaks are left to the floor
+	// evidence, which allocation cannot fool. The seed leak is +26 %.
+	relMin = 0.15
+	// noiseSigmas: the window's median step must clear the measurement noise of a
+	// median of that many steps by four standard deviations: the rule is
+	// evaluated on every sample, millions of times over a year of runs.
+	noiseSigmas = 4
+	// minFloors: the floor evidence needs six floors (six GC cycles): three
+	// thirds of two. Mann–Kendall reaches p < 0.01 on six points only if they all
+	// rise; with the whole 16-minute history (about 16 floors) it has more power
+	// and the thirds are medians of five.
+	minFloors = 6
+	// floorChunk: without GCs, the floor of every four points (a minute at 15 s).
+	floorChunk = 4
+	// floorSigmas: the floor's rise must clear six noise standard deviations on
+	// top of the sampling-phase width.
+	floorSigmas = 6
+	// pLevel is the one-sided Mann–Kendall significance level.
+	pLevel = 0.01
+	// spikeRise: a step more than twice the typical rise (plus 5 % of the level)
+	// is not the allocation ramp; if it is undone at once it was a spike.
+	spikeRise = 2
+)
+
+// workspace holds the buffers of one evaluation; it is reused across calls.
+type workspace struct {
+	t, y, ct, cy, ft, fy []float64
+	a, b, c, d           []float64
+	block, chunk         []int32
+}
+
+// verdict is the outcome of one evaluation of a pod's history.
+type verdict struct {
+	breach bool
+	// slope is the growth estimate in bytes per second.
+	slope float64
+	// floor is true when the floor evidence tripped (and the cycles did not).
+	floor bool
+}
+
+// reference summarises the within-cycle slopes (bytes per second) of a stretch of
+// history.
+type reference struct {
+	// rate is the median within-cycle slope: the allocation rate of a sawtooth,
+	// the drift of a flat series.
+	rate float64
+	// spread is the range of the per-chunk median slopes: how much the pod's
+	// allocation rate moves from one GC cycle to the next.
+	spread float64
+	// noise is the robust standard deviation of a single slope: measurement
+	// noise.
+	noise float64
+	// chunks counts the chunks with two steps or more, of all.
+	chunks, all int
+}
+
+// assess evaluates the growth rule on a pod's history: t in seconds, y in bytes,
+// oldest first. theta is the growth limit in bytes per second.
+func (w *workspace) assess(t, y []float64, theta float64) verdict {
+	w.clean(t, y)
+	n := len(w.cy)
+	// More than one point in ten "spikes" is not a clean series with rare bad
+	// scrapes but one the rule does not model, such as a sawtooth sampled too
+	// slowly (alternating high and low): no verdict rather than a guess.
+	if n < minFloors || 10*(len(y)-n) > len(y) {
+		return verdict{}
+	}
+	spacing := w.spacing()
+	sawtooth := w.segment(spacing) >= 2
+	if n > guardPoints {
+		if ok, s := w.cyclesEvidence(w.reference(0, n-guardPoints), theta); ok {
+			return verdict{breach: true, slope: s}
+		}
+	}
+	if ok, s := w.floorEvidence(sawtooth, spacing, theta); ok {
+		return verdict{breach: true, slope: s, floor: true}
+	}
+	return verdict{}
+}
+
+func isDrop(before, after float64) bool { return after < before*(1-dropFrac) }
+
+// clean copies the history into ct, cy without single-scrape spikes. A point is
+// a spike when the series jumps to it and straight back: a rise that the next
+// sample undoes by a "GC" that does not go below the point before the rise (or a
+// rise abnormally fast), or a fall that the next sample climbs back from to the
+// point before the fall (or climbs from abnormally fast). A true GC falls below
+// the sample before its peak, and its trough rises at the allocation rate. The
+// newest point cannot be judged yet; the medians downstream absorb it until the
+// next sample arrives.
+func (w *workspace) clean(t, y []float64) {
+	rises := w.a[:0]
+	for i := 1; i < len(y); i++ {
+		if y[i] > y[i-1] {
+			rises = append(rises, (y[i]-y[i-1])/(t[i]-t[i-1]))
+		}
+	}
+	typical := median(rises) // NaN when nothing rose: no step is then "big"
+	// big: the rise from (t0, y0) to (t1, y1) is abnormally fast.
+	big := func(t0, y0, t1, y1 float64) bool {
+		return y1-y0 > spikeRise*typical*(t1-t0)+0.05*y0
+	}
+	w.ct, w.cy = w.ct[:0], w.cy[:0]
+	for i := range y {
+		if k := len(w.cy); k > 0 && i < len(y)-1 {
+			// a is the last point kept, so a spike is judged against the
+			// series without the spike before it.
+			ta, a, m, c := w.ct[k-1], w.cy[k-1], y[i], y[i+1]
+			up := isDrop(m, c) && (c >= a || big(ta, a, t[i], m))
+			down := isDrop(a, m) && (c >= a || big(t[i], m, t[i+1], c))
+			if up || down {
+				continue
+			}
+		}
+		w.ct, w.cy = append(w.ct, t[i]), append(w.cy, y[i])
+	}
+}
+
+// spacing is the median time between points.
+func (w *workspace) spacing() float64 {
+	d := w.a[:0]
+	for i := 1; i < len(w.ct); i++ {
+		d = append(d, w.ct[i]-w.ct[i-1])
+	}
+	return median(d)
+}
+
+// segment numbers the GC cycles (blocks: a new one after each drop or gap) and
+// the chunks (blocks cut to chunkPoints points). It returns the number of drops.
+func (w *workspace) segment(spacing float64) int {
+	w.block, w.chunk = w.block[:0], w.chunk[:0]
+	var block, chunk int32
+	drops, size := 0, 0
+	for i := range w.cy {
+		if i > 0 {
+			drop := isDrop(w.cy[i-1], w.cy[i])
+			if drop {
+				drops++
+			}
+			if drop || w.ct[i]-w.ct[i-1] > gapFactor*spacing {
+				block, chunk, size = block+1, chunk+1, 0
+			} else if size == chunkPoints {
+				chunk, size = chunk+1, 0
+			}
+		}
+		w.block, w.chunk = append(w.block, block), append(w.chunk, chunk)
+		size++
+	}
+	return drops
+}
+
+// reference summarises the within-chunk slopes of the points [lo, hi).
+func (w *workspace) reference(lo, hi int) (r reference) {
+	all, diffs, meds := w.a[:0], w.b[:0], w.c[:0]
+	for i := lo; i < hi; {
+		j, start := i, len(all)
+		for j < hi && w.chunk[j] == w.chunk[i] {
+			if j > i {
+				all = append(all, (w.cy[j]-w.cy[j-1])/(w.ct[j]-w.ct[j-1]))
+				if k := len(all); k-start >= 2 {
+					diffs = append(diffs, math.Abs(all[k-1]-all[k-2]))
+				}
+			}
+			j++
+		}
+		if k := all[start:]; len(k) >= 2 {
+			meds = append(meds, median(append(w.d[:0], k...)))
+		}
+		i = j
+		r.all++
+	}
+	// Consecutive slopes s1, s2 of one cycle share a point, so with value noise
+	// s2 − s1 has three times the variance of one slope: the noise of a single
+	// slope is the robust spread of |s2 − s1| divided by √3. Unlike deviations
+	// from a chunk's own median, this does not shrink with short chunks.
+	r.chunks, r.noise, r.rate = len(meds), 1.4826*median(diffs)/math.Sqrt(3), median(all)
+	if len(meds) > 0 {
+		lo, hi := meds[0], meds[0]
+		for _, m := range meds {
+			lo, hi = math.Min(lo, m), math.Max(hi, m)
+		}
+		r.spread = hi - lo
+	}
+	return r
+}
+
+// cyclesEvidence tests the teeth of the last fastPoints points against the
+// reference. All three must hold:
+//   - the seasonal Theil–Sen slope (pairs within one GC cycle) exceeds the
+//     reference allocation rate by more than theta: the growth estimate;
+//   - the median of the single within-cycle steps — which one spike or one step
+//     cannot move — exceeds the reference rate by more than the pod's own
+//     cycle-to-cycle spread plus theta, by more than the measurement noise plus
+//     theta, and by more than relMin of the allocation rate;
+//   - Mann–Kendall finds an upward trend (p < pLevel) in the implied heap after
+//     GC: the samples minus the reference allocation since their cycle began,
+//     continued across each GC at the estimated growth (the level after a GC is
+//     unknown to within one interval's allocation, so it carries no evidence).
+func (w *workspace) cyclesEvidence(ref reference, theta float64) (bool, float64) {
+	n := len(w.cy)
+	lo := n - fastPoints
+	// Teeth are measurable only with three samples or more in most GC cycles.
+	if ref.chunks < minRefChunks || 4*ref.chunks < 3*ref.all || math.IsNaN(ref.rate) || lo < 1 {
+		return false, 0
+	}
+	t, y, blk := w.ct[lo:], w.cy[lo:], w.block[lo:]
+	sen, pairs := theilSen(t, y, blk, w.a)
+	steps := w.b[:0]
+	for i := 1; i < len(y); i++ {
+		if blk[i] == blk[i-1] {
+			steps = append(steps, (y[i]-y[i-1])/(t[i]-t[i-1]))
+		}
+	}
+	if len(steps) < 3 || pairs < 3 {
+		return false, 0
+	}
+	growth, steady := sen-ref.rate, median(steps)-ref.rate
+	noise := noiseSigmas * ref.noise * math.Sqrt(math.Pi/2/float64(len(steps)))
+	limit := math.Max(math.Max(ref.spread, noise), theta) + theta
+	limit = math.Max(limit, relMin*ref.rate)
+	if !(growth > theta && steady > limit) {
+		return false, 0
+	}
+	g := append(w.c[:0], 0)
+	for i := 1; i < len(y); i++ {
+		dt := t[i] - t[i-1]
+		step := growth * dt
+		if blk[i] == blk[i-1] {
+			step = y[i] - y[i-1] - ref.rate*dt
+		}
+		g = append(g, g[i-1]+step)
+	}
+	return mannKendallP(g, w.d) < pLevel, growth
+}
+
+// floorEvidence tests the heap after GC: the first point of each GC cycle (for a
+// series without GCs, the minimum of each floorChunk points). Over the last k
+// floors, for k = 6, 9, 12 … up to all of them (a leak that began recently is a
+// hinge in a long history, so the newest floors are tested alone too), the
+// floors must rise (Theil–Sen slope above theta, Mann–Kendall p < pLevel), and
+// the median floor of each third must be above the previous third's by more
+// than the sampling-phase width plus noise. The first sample after a GC lands
+// anywhere in the first interval of the cycle, so a cycle's floor is known only
+// to within one interval's allocation: no healthy median can move by more than
+// that, and a one-off step moves only one of the two differences. This catches
+// leaks that do not steepen the teeth, within about six GC cycles when each
+// cycle retains more than the phase width.
+func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, float64) {
+	ft, fy, lead := w.floors(sawtooth, spacing)
+	margin := math.NaN()
+	for k := minFloors; k <= len(fy); k += 3 {
+		if k+3 > len(fy) {
+			k = len(fy) // the last window takes every floor
+		}
+		slope, rise, ok := w.floorTrend(ft[len(ft)-k:], fy[len(fy)-k:], theta)
+		if !ok {
+			continue
+		}
+		if math.IsNaN(margin) { // computed once, and only when needed
+			margin = w.floorMargin(sawtooth, spacing, lead)
+		}
+		if rise > margin {
+			return true, slope
+		}
+	}
+	return false, 0
+}
+
+// floorTrend tests one window of floors: ok when the thirds rise, the Theil–Sen
+// slope exceeds theta and Mann–Kendall finds the trend; rise is the smaller of
+// the two rises between successive thirds' medians.
+func (w *workspace) floorTrend(ft, fy []float64, theta float64) (slope, rise float64, ok bool) {
+	// Cheapest first: the thirds must at least rise, which a flat floor does one
+	// time in six.
+	k := len(fy) / 3
+	first := median(append(w.a[:0], fy[:k]...))
+	mid := median(append(w.a[:0], fy[k:len(fy)-k]...))
+	last := median(append(w.a[:0], fy[len(fy)-k:]...))
+	if !(mid > first && last > mid) {
+		return 0, 0, false
+	}
+	slope, _ = theilSen(ft, fy, nil, w.a)
+	if !(slope > theta) || mannKendallP(fy, w.a) >= pLevel {
+		return 0, 0, false
+	}
+	return slope, math.Min(mid-first, last-mid), true
+}
+
+// floorMargin is what a rise between thirds must exceed: the sampling-phase
+// width — the most a cycle's first sample can sit above its floor, the fastest
+// cycle's allocation over the longest interval before a floor — plus noise.
+func (w *workspace) floorMargin(sawtooth bool, spacing, lead float64) float64 {
+	ref := w.reference(0, len(w.cy))
+	phase := 0.0
+	if sawtooth && ref.rate > 0 {
+		phase = (ref.rate + ref.spread) * lead
+	}
+	return phase + floorSigmas*ref.noise*spacing/math.Sqrt2
+}
+
+// floors lists the floor points: for a sawtooth, the first point of each cycle
+// that began with a GC drop right after the previous sample (after a gap or a
+// missed sample the first point may be well up the ramp); otherwise the minimum
+// of each floorChunk points. It also returns the longest interval before a
+// sawtooth floor.
+func (w *workspace) floors(sawtooth bool, spacing float64) ([]float64, []float64, float64) {
+	ft, fy, lead := w.ft[:0], w.fy[:0], 0.0
+	for i := 0; i < len(w.cy); {
+		j, low := i, i
+		for j < len(w.cy) && w.block[j] == w.block[i] && (sawtooth || j-i < floorChunk) {
+			if w.cy[j] < w.cy[low] {
+				low = j
+			}
+			j++
+		}
+		switch {
+		case !sawtooth:
+			ft, fy = append(ft, w.ct[low]), append(fy, w.cy[low])
+		case i > 0 && isDrop(w.cy[i-1], w.cy[i]) && w.ct[i]-w.ct[i-1] < 1.5*spacing:
+			ft, fy = append(ft, w.ct[i]), append(fy, w.cy[i])
+			lead = math.Max(lead, w.ct[i]-w.ct[i-1])
+		}
+		i = j
+	}
+	w.ft, w.fy = ft, fy
+	return ft, fy, lead
+}

@@ -1,0 +1,187 @@
+package guardrail
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+
+	"perfexp.dev/perf-operator/internal/metrics"
+)
+
+func roundTrip(st State) State {
+	raw, err := json.Marshal(&st)
+	if err != nil {
+		panic(err)
+	}
+	var out State
+	if err := json.Unmarshal(raw, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// fleet plays pods through a rollout and a leak, returning every decision; with
+// restartEvery > 0 the state goes through JSON every that many calls, as an
+// operator restart (or the engine's persisted status) does.
+func fleet(restartEvery int) []string {
+	cfg := defaultConfig()
+	cfg.MaxRestarts = 10
+	gens := map[string]*heapGen{}
+	for i := 0; i < 3; i++ {
+		gens[fmt.Sprintf("old-%d", i)] = newGen(uint64(i))
+	}
+	var st State
+	var trace []string
+	for k := 0; k < 240; k++ {
+		t := float64(k) * 15
+		if k == 120 { // rollout: the new pods replace the old ones and leak
+			for i := 0; i < 3; i++ {
+				delete(gens, fmt.Sprintf("old-%d", i))
+				g := newGen(uint64(10 + i))
+				g.started, g.warm, g.leak, g.onset = t, 150, 700*mb/60, t
+				gens[fmt.Sprintf("new-%d", i)] = g
+			}
+		}
+		var smp []metrics.Sample
+		var pods []PodState
+		for _, name := range sortedKeys(gens) {
+			g := gens[name]
+			smp = append(smp, g.sample(name, t, false))
+			started := epoch.Add(-3600e9)
+			if !math.IsInf(g.started, -1) {
+				started = at(g.started)
+			}
+			pods = append(pods, PodState{Name: name, StartedAt: started})
+		}
+		var b *Breach
+		if k < 40 {
+			st.Record(cfg, smp, pods, at(t))
+		} else {
+			b = st.Observe(cfg, smp, pods, limit, at(t))
+		}
+		trace = append(trace, fmt.Sprintf("%d %v", k, b))
+		if restartEvery > 0 && k%restartEvery == 0 {
+			st = roundTrip(st)
+		}
+	}
+	return trace
+}
+
+func sortedKeys(m map[string]*heapGen) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := range keys {
+		for j := i + 1; j < len(keys); j++ {
+			if keys[j] < keys[i] {
+				keys[i], keys[j] = keys[j], keys[i]
+			}
+		}
+	}
+	return keys
+}
+
+// TestRestartSafety: a state that goes through JSON mid-stream (at any step)
+// takes exactly the decisions of one that never does.
+func TestRestartSafety(t *testing.T) {
+	want := fleet(0)
+	aborted := false
+	for _, l := range want {
+		aborted = aborted || l[len(l)-5:] != "<nil>"
+	}
+	if !aborted {
+		t.Fatal("the reference run never aborted: the test would prove nothing")
+	}
+	for _, every := range []int{1, 2, 7, 33} {
+		if got := fleet(every); !reflect.DeepEqual(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("round trip every %d calls: step %s, want %s", every, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestReplayIsIdempotent: samples passed twice (the engine may retry a batch)
+// change nothing the second time.
+func TestReplayIsIdempotent(t *testing.T) {
+	cfg := defaultConfig()
+	g := newGen(4)
+	var st State
+	for k := 0; k < 100; k++ {
+		smp := []metrics.Sample{g.sample("a", float64(k)*15, false)}
+		st.Observe(cfg, smp, nil, limit, smp[0].Time)
+		before := roundTrip(st)
+		st.Observe(cfg, smp, nil, limit, smp[0].Time)
+		if after := roundTrip(st); !reflect.DeepEqual(before, after) {
+			t.Fatalf("sample %d: replaying it changed the state", k)
+		}
+	}
+}
+
+// TestStateIsBounded: 10,000 samples of 10 pods persist in under 16 KiB; pods
+// beyond 20 are dropped, least recently seen first, their restarts kept.
+func TestStateIsBounded(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.MaxRestarts = 1 << 30
+	gens := make([]*heapGen, 10)
+	for i := range gens {
+		gens[i] = newGen(uint64(i))
+	}
+	var st State
+	for k := 0; k < 10000; k++ {
+		var smp []metrics.Sample
+		for i, g := range gens {
+			smp = append(smp, g.sample(fmt.Sprintf("mall-gateway-7d9c8b6f5-%05d", i), float64(k)*15, false))
+		}
+		st.Observe(cfg, smp, nil, limit, smp[0].Time)
+	}
+	raw, _ := json.Marshal(&st)
+	t.Logf("10 pods, 10,000 samples each: %d bytes of JSON", len(raw))
+	if len(raw) > 16<<10 {
+		t.Errorf("state is %d bytes, want < 16 KiB", len(raw))
+	}
+	for _, p := range st.Pods {
+		if len(p.V) > maxPoints || len(p.DT) != len(p.V)-1 {
+			t.Errorf("pod %s keeps %d points (%d intervals)", p.Name, len(p.V), len(p.DT))
+		}
+	}
+	for i := 0; i < 50; i++ { // a stream of new pods, each restarted once
+		now := at(150000 + float64(i)*15)
+		st.Observe(cfg, nil, []PodState{{Name: fmt.Sprintf("burst-%02d", i), Restarts: 1}}, limit, now)
+	}
+	if len(st.Pods) != maxPods {
+		t.Errorf("%d pods kept, want %d", len(st.Pods), maxPods)
+	}
+	if st.GoneRestarts != 30 {
+		t.Errorf("GoneRestarts = %d, want the 30 dropped pods' restarts", st.GoneRestarts)
+	}
+}
+
+// TestResetKeepsRestarts: Reset forgets the growth histories only.
+func TestResetKeepsRestarts(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.MaxRestarts = 1
+	g := newGen(1)
+	var st State
+	for k := 0; k < 10; k++ {
+		smp := []metrics.Sample{g.sample("a", float64(k)*15, false)}
+		st.Observe(cfg, smp, []PodState{{Name: "a", Restarts: 3 + int32(k/5)}}, limit, smp[0].Time)
+	}
+	st.Reset()
+	p := st.Pods[0]
+	if len(p.V) != 0 || p.Series != "" || p.Breaches != 0 {
+		t.Errorf("history kept after Reset: %+v", p)
+	}
+	if p.counted() != 1 {
+		t.Errorf("counted restarts %d after Reset, want 1", p.counted())
+	}
+	b := st.Observe(cfg, nil, []PodState{{Name: "a", Restarts: 5}}, limit, at(200))
+	if b == nil || b.Reason != "Restarts" {
+		t.Errorf("restarts after Reset not counted from the first Observe: %+v", b)
+	}
+}
