@@ -18,7 +18,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(guardCmd(), analyzeCmd())
+	root.AddCommand(guardCmd(), analyzeCmd(), reportCmd(), abortCmd())
 	return root
 }
 

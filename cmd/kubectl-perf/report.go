@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+// reportJSON is `kubectl perf report -o json`: the summary rows as stored.
+type reportJSON struct {
+	Name      string                `json:"name"`
+	Namespace string                `json:"namespace"`
+	Phase     perfv1.Phase          `json:"phase"`
+	Verdict   perfv1.Verdict        `json:"verdict"`
+	Abort     *perfv1.AbortStatus   `json:"abort"`
+	Stages    []perfv1.StageSummary `json:"stages"`
+}
+
+func reportCmd() *cobra.Command {
+	var (
+		flags  clusterFlags
+		output string
+		plot   string
+	)
+	cmd := &cobra.Command{
+		Use:   "report NAME [-n NAMESPACE] [-o table|json] [--plot FILE.svg]",
+		Short: "Show an experiment's overhead table, optionally plotted as SVG",
+		Long: `Reads a PerfExperiment and prints its results: a header with phase, verdict and,
+if the run was aborted, why; then one row per stage with CPU (cores; delta also in
+percentage points of the limit), memory (MiB) and p99 latency (ms), each baseline →
+treatment with the relative overhead and its 95 % confidence interval, and the
+stage's verdict. -o json prints {name, namespace, phase, verdict, abort, stages}
+with stages the status.summary rows as stored. --plot writes an SVG of the run:
+CPU, memory, heap (when exported) and p99 latency per window over time, with the
+toggle, revert and abort moments marked.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o must be table or json, not %q", output)
+			}
+			c, ns, err := flags.client()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			exp := &perfv1.PerfExperiment{}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, exp); err != nil {
+				return objectError(ns, name, err)
+			}
+			st := exp.Status
+			if len(st.Summary) == 0 && len(st.Windows) == 0 && st.Abort == nil {
+				phase := st.Phase
+				if phase == "" {
+					phase = perfv1.PhasePending
+				}
+				return fmt.Errorf("experiment %s/%s has no results yet (phase %s)", ns, name, phase)
+			}
+			if plot != "" {
+				if err := writePlotFile(plot, exp); err != nil {
+					return err
+				}
+			}
+			if output == "json" {
+				stages := st.Summary
+				if stages == nil {
+					stages = []perfv1.StageSummary{}
+				}
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(reportJSON{Name: name, Namespace: ns, Phase: st.Phase, Verdict: st.Verdict,
+					Abort: st.Abort, Stages: stages})
+			}
+			return printReport(cmd.OutOrStdout(), exp)
+		},
+	}
+	flags.add(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVar(&plot, "plot", "", "also write an SVG plot of the run to this file")
+	return cmd
+}
+
+func writePlotFile(path string, exp *perfv1.PerfExperiment) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writePlot(f, exp); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
+	st := exp.Status
+	verdict := string(st.Verdict)
+	if verdict == "" {
+		verdict = "-"
+	}
+	fmt.Fprintf(w, "perfexperiment %s/%s: phase %s, verdict %s\n", exp.Namespace, exp.Name, st.Phase, verdict)
+	if st.Abort != nil {
+		fmt.Fprintf(w, "aborted at %s: %s: %s\n", st.Abort.At.UTC().Format("2006-01-02T15:04:05Z"), st.Abort.Reason, st.Abort.Message)
+	}
+	if len(st.Summary) == 0 {
+		fmt.Fprintln(w, "no stage completed: no overhead table")
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STAGE\tCPU (cores)\tΔCPU\tCPU OVERHEAD (95% CI)\tMEMORY (MiB)\tΔMEMORY\tMEMORY OVERHEAD (95% CI)\tP99 (ms)\tP99 OVERHEAD (95% CI)\tVERDICT")
+	for _, s := range st.Summary {
+		stage := s.Stage
+		if stage == "" {
+			stage = fmt.Sprintf("%dqps", s.QPS)
+		}
+		v := string(s.Verdict)
+		if !s.Trustworthy {
+			v += " (untrusted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stage,
+			values(s.CPU, 1, "%.3f"), delta(s.CPU, 1, "%+.3f"), overhead(s.CPU),
+			values(s.Memory, 1<<20, "%.0f"), delta(s.Memory, 1<<20, "%+.0f"), overhead(s.Memory),
+			values(s.P99, 1, "%.1f"), overhead(s.P99), v)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\npp: percentage points of the limit; *: significant (95% CI excludes 0); !: exceeds the success criterion")
+	return nil
+}
+
+func values(m *perfv1.MetricComparison, scale float64, f string) string {
+	if m == nil {
+		return "-"
+	}
+	return fmt.Sprintf(f+" → "+f, m.Baseline/scale, m.Treatment/scale)
+}
+
+func delta(m *perfv1.MetricComparison, scale float64, f string) string {
+	if m == nil {
+		return "-"
+	}
+	s := fmt.Sprintf(f, m.Delta/scale)
+	if m.DeltaPercentOfLimit != nil {
+		s += fmt.Sprintf(" (%+.1f pp)", *m.DeltaPercentOfLimit)
+	}
+	return s
+}
+
+func overhead(m *perfv1.MetricComparison) string {
+	if m == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%+.1f%% [%+.1f, %+.1f]", m.Overhead*100, m.CILow*100, m.CIHigh*100)
+	if m.Material {
+		s += " !"
+	} else if m.Significant {
+		s += " *"
+	}
+	return s
+}
