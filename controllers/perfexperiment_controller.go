@@ -116,6 +116,7 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	key := client.ObjectKeyFromObject(exp)
 	if removedFinalizer(d) {
 		r.samples.drop(key)
+		setPhase(key, "")
 		return nil // the object is going away; there is no status to write
 	}
 	p := r.samples.get(key)
@@ -144,6 +145,7 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	if err := r.Status().Patch(ctx, exp, patch); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
+	recordWrite(key, &before.Status, &exp.Status, judged(&before.Status, &exp.Status, p))
 	p.flushed()
 	if exp.Status.Phase.IsTerminal() {
 		r.samples.drop(key)

@@ -200,3 +200,22 @@ func equalButSamples(a, b *perfv1.PerfExperimentStatus) bool {
 func (p *pending) flushed() {
 	p.samples, p.failures = nil, nil
 }
+
+// judged counts the sample instants this write persisted that the guardrails
+// judged: those taken after the last persisted sample, from the first toggle on.
+func judged(before, after *perfv1.PerfExperimentStatus, p *pending) int {
+	if after.Toggle == nil || after.Toggle.AppliedAt == nil {
+		return 0
+	}
+	var since time.Time
+	if m := before.Measurement; m != nil && m.LastSampleTime != nil {
+		since = m.LastSampleTime.Time
+	}
+	seen := map[time.Time]bool{}
+	for _, s := range p.samples {
+		if s.Time.After(since) && !s.Time.Before(after.Toggle.AppliedAt.Time) {
+			seen[s.Time] = true
+		}
+	}
+	return len(seen)
+}

@@ -147,6 +147,13 @@ func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 		return false, "no successful reconcile in /metrics"
 	})
 
+	// The operator's own metrics are served beside controller-runtime's: the
+	// example's target does not exist here, so it waits in Pending.
+	eventually(t, "perfexp_experiments is served", func() (bool, string) {
+		_, body := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics))
+		return strings.Contains(body, `perfexp_experiments{phase="Pending"} 1`), "no perfexp_experiments{phase=\"Pending\"} 1"
+	})
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
