@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -248,24 +246,15 @@ func reactsToToggleFailure(exp *perfv1.PerfExperiment, d *engine.Decision) bool 
 	return exp.Status.Abort == nil && d.Status.Abort != nil && d.Status.Abort.Reason == perfv1.ReasonToggleFailed
 }
 
-// targetPods lists the target's ready pods, uncached (target pods are not in the
-// operator's label-filtered caches).
+// targetPods lists the target's ready pods with an address.
 func (r *PerfExperimentReconciler) targetPods(ctx context.Context, exp *perfv1.PerfExperiment) ([]toggle.Pod, error) {
-	dep := &appsv1.Deployment{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exp.Namespace, Name: exp.Spec.Target.Deployment}, dep); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	sel, err := metav1LabelSelector(dep)
+	live, err := r.livePods(ctx, exp)
 	if err != nil {
 		return nil, err
 	}
-	var list corev1.PodList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(exp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
 	var pods []toggle.Pod
-	for _, p := range list.Items {
-		if p.DeletionTimestamp.IsZero() && p.Status.PodIP != "" && podReady(&p) {
+	for _, p := range live {
+		if p.Status.PodIP != "" && podReady(&p) {
 			pods = append(pods, toggle.Pod{Name: p.Name, IP: p.Status.PodIP})
 		}
 	}
@@ -279,13 +268,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func metav1LabelSelector(dep *appsv1.Deployment) (labels.Selector, error) {
-	if dep.Spec.Selector == nil {
-		return nil, fmt.Errorf("Deployment %s has no selector", dep.Name)
-	}
-	return metav1.LabelSelectorAsSelector(dep.Spec.Selector)
 }
 
 func (r *PerfExperimentReconciler) ensureScript(ctx context.Context, exp *perfv1.PerfExperiment) error {

@@ -166,16 +166,9 @@ func (a *adminServer) assertOnlyFakePods(wantDials int) {
 
 // newHTTPDriver is newDriver with an injected toggle sender.
 func newHTTPDriver(t *testing.T, refuse string) (*driver, *adminServer) {
-	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+	clock := newTestClock()
 	admin := newAdminServer(t, clock, refuse)
-	d := &driver{t: t, c: newCluster(t, clock), clock: clock, name: "overhead"}
-	d.op = startOperator(t, clock, admin.sender())
-	t.Cleanup(func() {
-		if d.op != nil {
-			d.op.stop(t)
-		}
-	})
-	return d, admin
+	return newDriverWith(t, clock, admin.sender()), admin
 }
 
 // targetPods creates the target's pods, as the ReplicaSet and the kubelet

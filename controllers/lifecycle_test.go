@@ -70,9 +70,18 @@ func (d *driver) stepSize() time.Duration {
 }
 
 func newDriver(t *testing.T) *driver {
-	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+	return newDriverWith(t, newTestClock(), toggle.Sender{})
+}
+
+func newTestClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC))
+}
+
+// newDriverWith starts an operator with the given clock and runtime-toggle sender
+// against a fresh simulated cluster, and stops it when the test ends.
+func newDriverWith(t *testing.T, clock *clocktesting.FakeClock, sender toggle.Sender) *driver {
 	d := &driver{t: t, c: newCluster(t, clock), clock: clock, name: "overhead"}
-	d.op = startOperator(t, clock, toggle.Sender{})
+	d.op = startOperator(t, clock, sender)
 	t.Cleanup(func() {
 		if d.op != nil {
 			d.op.stop(t)

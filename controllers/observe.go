@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -66,6 +68,44 @@ func (r *PerfExperimentReconciler) target(ctx context.Context, exp *perfv1.PerfE
 	return dep, nil
 }
 
+// targetSelector reads the target (as target does) and its pod selector; both
+// are nil when the target is gone.
+func (r *PerfExperimentReconciler) targetSelector(ctx context.Context, exp *perfv1.PerfExperiment) (*appsv1.Deployment, labels.Selector, error) {
+	dep, err := r.target(ctx, exp)
+	if err != nil || dep == nil {
+		return nil, nil, err
+	}
+	if dep.Spec.Selector == nil {
+		return nil, nil, fmt.Errorf("Deployment %s has no selector", dep.Name)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dep, sel, nil
+}
+
+// livePods lists the target's pods that are not being deleted, uncached: the
+// target's pods are outside the operator's label-filtered caches. No pods and no
+// error when the target is gone.
+func (r *PerfExperimentReconciler) livePods(ctx context.Context, exp *perfv1.PerfExperiment) ([]corev1.Pod, error) {
+	dep, sel, err := r.targetSelector(ctx, exp)
+	if err != nil || dep == nil {
+		return nil, err
+	}
+	var list corev1.PodList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(exp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	live := list.Items[:0]
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp.IsZero() {
+			live = append(live, pod)
+		}
+	}
+	return live, nil
+}
+
 func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv1.PerfExperiment, dep *appsv1.Deployment) (*engine.Target, error) {
 	t := &engine.Target{HeldBy: dep.Annotations[perfv1.AnnotationLock], Rollout: rolloutOf(dep), PodLabels: dep.Spec.Template.Labels, Replicas: 1}
 	if dep.Spec.Replicas != nil {
@@ -75,6 +115,7 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv
 		limits := dep.Spec.Template.Spec.Containers[i].Resources.Limits
 		t.CPULimitCores = limits.Cpu().AsApproximateFloat64()
 		t.MemoryLimitBytes = limits.Memory().AsApproximateFloat64()
+		t.MissingLimits = missingLimits(limits)
 	}
 	self := exp.Namespace + "/" + exp.Name
 	if t.HeldBy != "" && t.HeldBy != self {
@@ -93,32 +134,35 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv
 	return t, nil
 }
 
-// captureTarget records the toggle's original state and what would stop the run.
+// captureTarget records the toggle's original state, or why the toggle cannot be
+// applied to this target.
 func captureTarget(exp *perfv1.PerfExperiment, dep *appsv1.Deployment, t *engine.Target) {
-	tmpl := &dep.Spec.Template
-	i, err := toggle.ContainerIndex(tmpl, exp.Spec.Target.Container)
-	if err != nil {
+	rec, err := toggle.Capture(&exp.Spec.Toggle, &dep.Spec.Template, exp.Spec.Target.Container)
+	if errors.Is(err, toggle.ErrContainerNotFound) {
 		t.CaptureError, t.CaptureReason = err.Error(), perfv1.ReasonContainerNotFound
 		return
 	}
-	limits := tmpl.Spec.Containers[i].Resources.Limits
-	_, cpu := limits[corev1.ResourceCPU]
-	_, mem := limits[corev1.ResourceMemory]
-	switch {
-	case !cpu && !mem:
-		t.MissingLimits = "cpu limit and no memory limit"
-	case !cpu:
-		t.MissingLimits = "cpu limit"
-	case !mem:
-		t.MissingLimits = "memory limit"
-	}
-	rec, err := toggle.Capture(&exp.Spec.Toggle, tmpl, exp.Spec.Target.Container)
 	if err == nil {
 		t.Original, err = rec.Marshal()
 	}
 	if err != nil {
 		t.CaptureError, t.CaptureReason = fmt.Sprintf("toggle cannot be applied to Deployment %q: %v", dep.Name, err), perfv1.ReasonInvalidSpec
 	}
+}
+
+// missingLimits names the limits utilisation needs that the container lacks.
+func missingLimits(limits corev1.ResourceList) string {
+	_, cpu := limits[corev1.ResourceCPU]
+	_, mem := limits[corev1.ResourceMemory]
+	switch {
+	case !cpu && !mem:
+		return "cpu limit and no memory limit"
+	case !cpu:
+		return "cpu limit"
+	case !mem:
+		return "memory limit"
+	}
+	return ""
 }
 
 func (r *PerfExperimentReconciler) holderGone(ctx context.Context, holder string) (bool, error) {

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,13 +98,9 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.P
 		}
 		p.provider = prov
 	}
-	dep, err := r.target(ctx, exp)
+	dep, sel, err := r.targetSelector(ctx, exp)
 	if err != nil || dep == nil {
 		return fmt.Errorf("reading the target Deployment %q: %v", exp.Spec.Target.Deployment, err)
-	}
-	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
-	if err != nil {
-		return err
 	}
 	t := metrics.Target{Namespace: exp.Namespace, Pods: p.podNames, PodSelector: sel.String(), Container: exp.Spec.Target.Container}
 	if t.Container == "" && len(dep.Spec.Template.Spec.Containers) > 0 {
@@ -128,24 +123,13 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.P
 // refreshPods lists the target's pods (uncached: they are outside the
 // operator's label-filtered caches) for their names and restart states.
 func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, exp *perfv1.PerfExperiment, p *pending) {
-	dep, err := r.target(ctx, exp)
-	if err != nil || dep == nil {
-		return
-	}
-	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	live, err := r.livePods(ctx, exp)
 	if err != nil {
-		return
-	}
-	var list corev1.PodList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(exp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return
 	}
 	container := exp.Spec.Target.Container
 	p.pods, p.podNames = nil, []string{}
-	for _, pod := range list.Items {
-		if !pod.DeletionTimestamp.IsZero() {
-			continue
-		}
+	for _, pod := range live {
 		p.podNames = append(p.podNames, pod.Name)
 		p.pods = append(p.pods, podState(&pod, container))
 	}
@@ -174,13 +158,7 @@ func podState(pod *corev1.Pod, container string) guardrail.PodState {
 // flushDue reports whether the status must be written: anything but samples
 // changed, enough samples wait, or the run is no longer sampling.
 func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending) bool {
-	if len(p.samples) == 0 && len(p.failures) == 0 {
-		return true
-	}
-	if len(p.failures) > 0 || p.taken%FlushEvery == 0 || !equalButSamples(before, after) {
-		return true
-	}
-	return false
+	return len(p.samples) == 0 || len(p.failures) > 0 || p.taken%FlushEvery == 0 || !equalButSamples(before, after)
 }
 
 // equalButSamples compares two statuses ignoring what samples change: the

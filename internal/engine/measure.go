@@ -30,14 +30,25 @@ func SampleDue(exp *perfv1.PerfExperiment, last time.Time, now time.Time) bool {
 	if !samplingPhase(exp.Status.Phase) || !exp.DeletionTimestamp.IsZero() {
 		return false
 	}
-	interval, err := exp.Spec.Metrics.Interval.Parse()
+	next, ok := nextSample(&exp.Spec, &exp.Status, last)
+	return ok && !now.Before(next)
+}
+
+// nextSample is when the next sample is due: an interval after the newest one,
+// persisted in st or pending (last, zero when none is), and at once (the zero
+// time) when none was taken yet. ok is false when the interval is unusable.
+func nextSample(spec *perfv1.PerfExperimentSpec, st *perfv1.PerfExperimentStatus, last time.Time) (time.Time, bool) {
+	interval, err := spec.Metrics.Interval.Parse()
 	if err != nil || interval <= 0 {
-		return false
+		return time.Time{}, false
 	}
-	if m := exp.Status.Measurement; m != nil && m.LastSampleTime != nil && m.LastSampleTime.After(last) {
+	if m := st.Measurement; m != nil && m.LastSampleTime != nil && m.LastSampleTime.After(last) {
 		last = m.LastSampleTime.Time
 	}
-	return last.IsZero() || !now.Before(last.Add(interval))
+	if last.IsZero() {
+		return time.Time{}, true
+	}
+	return last.Add(interval), true
 }
 
 // startMeasurement records, at the start, what utilisation is measured against.
@@ -226,16 +237,7 @@ func (x *decider) wakeForSample() {
 	if !samplingPhase(x.st.Phase) || x.st.Measurement == nil {
 		return
 	}
-	interval, err := x.spec.Metrics.Interval.Parse()
-	if err != nil || interval <= 0 {
-		return
+	if next, ok := nextSample(x.spec, x.st, x.obs.LastPendingSample); ok {
+		x.wakeAt(next) // a time already past wakes at once
 	}
-	next := x.obs.Now
-	if t := x.st.Measurement.LastSampleTime; t != nil {
-		next = t.Add(interval)
-	}
-	if last := x.obs.LastPendingSample; last.After(next.Add(-interval)) {
-		next = last.Add(interval)
-	}
-	x.wakeAt(next)
 }
