@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,10 +32,22 @@ var (
 		Name: "perfexp_windows_total",
 		Help: "Measured windows closed, by variant and whether they can be trusted.",
 	}, []string{"variant", "valid"})
+	// The two per-experiment series below let a dashboard draw latency per window
+	// and mark the toggle moments (changes() of the gauge) beside the target's
+	// cAdvisor and heap series. Both are dropped when the experiment is deleted.
+	toggleApplied = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "perfexp_toggle_applied",
+		Help: "1 while the experiment's toggle is in effect on its target, else 0.",
+	}, []string{"namespace", "experiment"})
+	windowLatency = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "perfexp_window_latency_seconds",
+		Help: "Latency percentiles of the experiment's last closed window per stage and variant (from the k6 results).",
+	}, []string{"namespace", "experiment", "stage", "variant", "quantile"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(experimentsByPhase, endings, guardrailEvaluations, windowsClosed)
+	ctrlmetrics.Registry.MustRegister(experimentsByPhase, endings, guardrailEvaluations, windowsClosed,
+		toggleApplied, windowLatency)
 }
 
 // phases remembers each experiment's phase for the by-phase gauge.
@@ -54,6 +67,13 @@ func recordWrite(key types.NamespacedName, before, after *perfv1.PerfExperimentS
 		endings.WithLabelValues(string(after.Phase), reason).Inc()
 	}
 	guardrailEvaluations.Add(float64(judgedSamples))
+	if after.Toggle != nil {
+		applied := 0.0
+		if after.Toggle.Applied {
+			applied = 1
+		}
+		toggleApplied.WithLabelValues(key.Namespace, key.Name).Set(applied)
+	}
 	for i, w := range after.Windows {
 		closedBefore := i < len(before.Windows) && before.Windows[i].End != nil
 		if w.End == nil || closedBefore || (w.Variant != perfv1.VariantBaseline && w.Variant != perfv1.VariantTreatment) {
@@ -64,6 +84,15 @@ func recordWrite(key types.NamespacedName, before, after *perfv1.PerfExperimentS
 			valid = "false"
 		}
 		windowsClosed.WithLabelValues(string(w.Variant), valid).Inc()
+		if w.Load != nil {
+			stage := strconv.Itoa(int(w.Stage))
+			for _, q := range []struct {
+				label string
+				ms    float64
+			}{{"0.5", w.Load.P50Ms}, {"0.95", w.Load.P95Ms}, {"0.99", w.Load.P99Ms}} {
+				windowLatency.WithLabelValues(key.Namespace, key.Name, stage, string(w.Variant), q.label).Set(q.ms / 1000)
+			}
+		}
 	}
 }
 
@@ -77,6 +106,9 @@ func setPhase(key types.NamespacedName, p perfv1.Phase) {
 	}
 	if p == "" {
 		delete(phases.m, key)
+		series := prometheus.Labels{"namespace": key.Namespace, "experiment": key.Name}
+		toggleApplied.DeletePartialMatch(series)
+		windowLatency.DeletePartialMatch(series)
 		return
 	}
 	phases.m[key] = p

@@ -29,8 +29,9 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	// instants after it are persisted.
 	treat := baseline.DeepCopy()
 	treat.Phase = perfv1.PhaseTreatment
-	treat.Toggle.AppliedAt = at(time.Minute)
+	treat.Toggle.AppliedAt, treat.Toggle.Applied = at(time.Minute), true
 	treat.Windows[0].End, treat.Windows[0].Valid = at(time.Minute), &yes
+	treat.Windows[0].Load = &perfv1.LoadResult{P50Ms: 4, P95Ms: 9, P99Ms: 12.5}
 	treat.Windows = append(treat.Windows, perfv1.WindowStatus{Variant: perfv1.VariantTreatment, Start: at(2 * time.Minute)})
 	p := &pending{samples: []metrics.Sample{
 		{Time: t0.Add(30 * time.Second), Pod: "a"},                                             // before the toggle
@@ -49,11 +50,18 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if got := testutil.ToFloat64(windowsClosed.WithLabelValues("baseline", "true")); got != 1 {
 		t.Fatalf("closed baseline windows %v", got)
 	}
+	if got := testutil.ToFloat64(toggleApplied.WithLabelValues("shop", "m")); got != 1 {
+		t.Fatalf("toggle gauge %v while applied", got)
+	}
+	if got := testutil.ToFloat64(windowLatency.WithLabelValues("shop", "m", "0", "baseline", "0.99")); got != 0.0125 {
+		t.Fatalf("baseline p99 gauge %v s; want 0.0125", got)
+	}
 
 	// A guardrail ends it; writing the same terminal status again counts nothing.
 	aborted := treat.DeepCopy()
 	aborted.Phase = perfv1.PhaseAborted
 	aborted.Abort = &perfv1.AbortStatus{Reason: perfv1.ReasonHeapGrowth}
+	aborted.Toggle.Applied = false
 	aborted.Windows[1].End, aborted.Windows[1].Valid = at(3*time.Minute), &no
 	recordWrite(key, treat, aborted, 0)
 	recordWrite(key, aborted, aborted, 0)
@@ -63,8 +71,14 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if got := testutil.ToFloat64(windowsClosed.WithLabelValues("treatment", "false")); got != 1 {
 		t.Fatalf("closed invalid treatment windows %v", got)
 	}
+	if got := testutil.ToFloat64(toggleApplied.WithLabelValues("shop", "m")); got != 0 {
+		t.Fatalf("toggle gauge %v after the revert", got)
+	}
 	setPhase(key, "") // deleted
 	if got := testutil.ToFloat64(experimentsByPhase.WithLabelValues("Aborted")); got != 0 {
 		t.Fatalf("a deleted experiment still counted: %v", got)
+	}
+	if n := testutil.CollectAndCount(toggleApplied) + testutil.CollectAndCount(windowLatency); n != 0 {
+		t.Fatalf("%d per-experiment series left after deletion", n)
 	}
 }
