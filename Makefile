@@ -33,7 +33,7 @@ verify-generated:
 	hack/verify-generated.sh
 
 vet:
-	@out="$$(gofmt -l api cmd controllers internal hack test)"; \
+	@out="$$(gofmt -l api cmd controllers examples internal hack test)"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
