@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -107,6 +109,24 @@ func containerdName(tag name.Tag) string {
 // writeOCI writes an OCI image layout as a tar: oci-layout, index.json and the
 // blobs, in a fixed order with epoch times.
 func writeOCI(w io.Writer, ref string, img v1.Image) error {
+	desc, err := partial.Descriptor(img)
+	if err != nil {
+		return err
+	}
+	desc.ArtifactType = "" // partial.Descriptor fills it in; a plain image has none
+	desc.Platform = &v1.Platform{OS: "linux", Architecture: "amd64"}
+	desc.Annotations = map[string]string{
+		"io.containerd.image.name":          ref,
+		"org.opencontainers.image.ref.name": ref,
+	}
+	index, err := json.Marshal(v1.IndexManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIImageIndex,
+		Manifests:     []v1.Descriptor{*desc},
+	})
+	if err != nil {
+		return err
+	}
 	manifest, err := img.RawManifest()
 	if err != nil {
 		return err
@@ -115,34 +135,20 @@ func writeOCI(w io.Writer, ref string, img v1.Image) error {
 	if err != nil {
 		return err
 	}
-	desc, err := partialDescriptor(img, manifest)
+	configName, err := img.ConfigName()
 	if err != nil {
 		return err
 	}
-	desc.Annotations = map[string]string{
-		"io.containerd.image.name":          ref,
-		"org.opencontainers.image.ref.name": ref,
-	}
-	index, err := json.Marshal(v1.IndexManifest{
-		SchemaVersion: 2,
-		MediaType:     types.OCIImageIndex,
-		Manifests:     []v1.Descriptor{desc},
-	})
-	if err != nil {
-		return err
-	}
-	blobs := map[string][]byte{}
-	add := func(b []byte) {
-		h, _, _ := v1.SHA256(bytes.NewReader(b))
-		blobs[h.Hex] = b
-	}
-	add(manifest)
-	add(config)
+	blobs := map[string][]byte{desc.Digest.Hex: manifest, configName.Hex: config}
 	layers, err := img.Layers()
 	if err != nil {
 		return err
 	}
 	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return err
+		}
 		rc, err := l.Compressed()
 		if err != nil {
 			return err
@@ -152,56 +158,39 @@ func writeOCI(w io.Writer, ref string, img v1.Image) error {
 		if err != nil {
 			return err
 		}
-		add(b)
+		blobs[d.Hex] = b
 	}
 
 	tw := tar.NewWriter(w)
-	dir := func(n string) error {
-		return tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX})
-	}
-	reg := func(n string, b []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+	write := func(n string, b []byte) error {
+		hdr := &tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b)), ModTime: epoch, Format: tar.FormatPAX}
+		if strings.HasSuffix(n, "/") {
+			hdr.Typeflag, hdr.Mode = tar.TypeDir, 0o755
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}
 		_, err := tw.Write(b)
 		return err
 	}
-	if err := dir("blobs/"); err != nil {
-		return err
+	names := []string{"blobs/", "blobs/sha256/"}
+	for _, h := range slices.Sorted(maps.Keys(blobs)) {
+		names = append(names, "blobs/sha256/"+h)
 	}
-	if err := dir("blobs/sha256/"); err != nil {
-		return err
-	}
-	hexes := make([]string, 0, len(blobs))
-	for h := range blobs {
-		hexes = append(hexes, h)
-	}
-	slices.Sort(hexes)
-	for _, h := range hexes {
-		if err := reg("blobs/sha256/"+h, blobs[h]); err != nil {
+	names = append(names, "index.json", "oci-layout")
+	for _, n := range names {
+		var b []byte
+		switch {
+		case n == "index.json":
+			b = index
+		case n == "oci-layout":
+			b = []byte(`{"imageLayoutVersion":"1.0.0"}`)
+		case strings.HasPrefix(n, "blobs/sha256/") && n != "blobs/sha256/":
+			b = blobs[strings.TrimPrefix(n, "blobs/sha256/")]
+		}
+		if err := write(n, b); err != nil {
 			return err
 		}
 	}
-	if err := reg("index.json", index); err != nil {
-		return err
-	}
-	if err := reg("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
-		return err
-	}
 	return tw.Close()
-}
-
-func partialDescriptor(img v1.Image, manifest []byte) (v1.Descriptor, error) {
-	mt, err := img.MediaType()
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	h, n, err := v1.SHA256(bytes.NewReader(manifest))
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	return v1.Descriptor{
-		MediaType: mt, Digest: h, Size: n,
-		Platform: &v1.Platform{OS: "linux", Architecture: "amd64"},
-	}, nil
 }

@@ -201,6 +201,9 @@ func TestOCIArchive(t *testing.T) {
 	if len(im.Manifests) != 1 || im.Manifests[0].Annotations["io.containerd.image.name"] != "perfexp.dev/toy:dev" {
 		t.Fatalf("index %+v, want one manifest named perfexp.dev/toy:dev", im)
 	}
+	if d := im.Manifests[0]; d.ArtifactType != "" || d.Platform == nil || d.Platform.OS != "linux" || d.Platform.Architecture != "amd64" {
+		t.Errorf("index descriptor %+v, want linux/amd64 and no artifactType", d)
+	}
 	img, err := idx.Image(im.Manifests[0].Digest)
 	if err != nil {
 		t.Fatal(err)
