@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test unit envtest tools prometheus generate verify-generated vet build
+.PHONY: all quickstart test unit envtest tools prometheus generate verify-generated vet build images
 
 all: build
 
@@ -13,6 +13,7 @@ quickstart:
 ## test: everything CI runs: generated files, vet, unit tests and envtest suites.
 test: tools prometheus verify-generated vet
 	go test -count=1 ./...
+	cd hack/image && go test -count=1 ./...
 
 ## prometheus: install Debian's prometheus package (server and promtool) for
 ## internal/metrics' real-Prometheus tests, unless both are on PATH. The tests run
@@ -33,9 +34,14 @@ verify-generated:
 	hack/verify-generated.sh
 
 vet:
-	@out="$$(gofmt -l api cmd controllers internal hack test)"; \
+	@out="$$(gofmt -l api cmd controllers examples internal hack test)"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	cd hack/image && go vet ./...
 
 build:
 	go build -o bin/manager ./cmd/manager
+
+## images: image archives of toy, manager, pause and k6 in bin/images/ (hack/image.sh).
+images:
+	hack/image.sh all

@@ -4,6 +4,7 @@
 #   hack/tools.sh kube            kube-apiserver, etcd, kubectl (one multi-call binary)
 #   hack/tools.sh controller-gen  CRD, RBAC and deepcopy generator
 #   hack/tools.sh k6              the k6 load generator, for internal/k6's real-k6 tests
+#   hack/tools.sh image           ociimage, which writes image archives (hack/image.sh)
 #   hack/tools.sh all             every tool above
 #
 # Nothing is downloaded but Go modules: this project is built where no binary
@@ -65,10 +66,16 @@ k6() {
   build k6 "${ROOT}/hack/k6" . "${BIN}/k6" "-s -w"
 }
 
+# ociimage writes container image archives without Docker or a registry.
+image() {
+  build ociimage "${ROOT}/hack/image" . "${BIN}/ociimage" "-s -w"
+}
+
 case "${1:-all}" in
   kube) kube ;;
   controller-gen) controller_gen ;;
   k6) k6 ;;
-  all) controller_gen; k6; kube ;;
-  *) echo "usage: $0 kube|controller-gen|k6|all" >&2; exit 2 ;;
+  image) image ;;
+  all) controller_gen; image; k6; kube ;;
+  *) echo "usage: $0 kube|controller-gen|k6|image|all" >&2; exit 2 ;;
 esac

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// These tests measure what the switches cost, on the same clocks the operator's
+// metrics come from (CPU time and live heap), never on wall time: the machine
+// they run on is shared and small, so wall time says little.
+
+func testApp(t *testing.T, mutate func(*config)) *app {
+	t.Helper()
+	c := defaultConfig()
+	if mutate != nil {
+		mutate(&c)
+	}
+	return newApp(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// request serves one GET /work in-process and returns the CPU time the calling
+// thread spent on it. The caller must hold runtime.LockOSThread so the whole
+// request, including burnCPU's nested lock, runs on this thread.
+func request(t *testing.T, h http.Handler) time.Duration {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/work", nil)
+	start := threadCPU()
+	h.ServeHTTP(rec, req)
+	d := threadCPU() - start
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /work: %d %s", rec.Code, rec.Body)
+	}
+	return d
+}
+
+func setSwitch(t *testing.T, a *app, name, body string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	a.adminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admin/"+name, strings.NewReader(body)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("POST /admin/%s %q: %d %s", name, body, rec.Code, rec.Body)
+	}
+}
+
+func processCPU(t *testing.T) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func mean(d []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d))
+}
+
+func TestBurnCPUCountsCPUTimeNotWallTime(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, want := range []time.Duration{500 * time.Microsecond, 2 * time.Millisecond, 5 * time.Millisecond} {
+		start, wall := threadCPU(), time.Now()
+		burnCPU(want)
+		got, elapsed := threadCPU()-start, time.Since(wall)
+		t.Logf("burnCPU(%s): thread CPU %s, wall %s", want, got, elapsed)
+		// One spin batch is a few microseconds, so the burn overshoots by at most that.
+		if got < want || got > want+want/20+50*time.Microsecond {
+			t.Errorf("burnCPU(%s) used %s of thread CPU, want %s to +5%%", want, got, want)
+		}
+	}
+}
+
+// TestProfilingOverhead checks that profiling costs -profiling-overhead of CPU per
+// request and that -work-cpu is what a request costs without it. Off and on are
+// interleaved in rounds, so a slow phase of the machine hits both alike.
+func TestProfilingOverhead(t *testing.T) {
+	const overhead, rounds, perRound = 0.10, 8, 25
+	a := testApp(t, func(c *config) { c.ProfilingOverhead = overhead })
+	h := a.mainHandler()
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for range 10 { // warm up code paths and the allocator
+		request(t, h)
+	}
+	var off, on []time.Duration
+	var procOff, procOn time.Duration
+	for r := range rounds {
+		for _, profiling := range []bool{r%2 == 0, r%2 != 0} {
+			setSwitch(t, a, swProfiling, switchString(profiling))
+			p0 := processCPU(t)
+			for range perRound {
+				d := request(t, h)
+				if profiling {
+					on = append(on, d)
+				} else {
+					off = append(off, d)
+				}
+			}
+			if profiling {
+				procOn += processCPU(t) - p0
+			} else {
+				procOff += processCPU(t) - p0
+			}
+		}
+	}
+	n := rounds * perRound
+	medOff, medOn := median(off), median(on)
+	ratio := float64(medOn) / float64(medOff)
+	meanRatio := float64(mean(on)) / float64(mean(off))
+	procRatio := float64(procOn) / float64(procOff)
+	t.Logf("work-cpu %s, %d requests per variant: thread CPU/request off median %s mean %s; on median %s mean %s",
+		a.cfg.WorkCPU, n, medOff, mean(off), medOn, mean(on))
+	t.Logf("profiling CPU ratio on/off: median %.4f, mean %.4f (want %.2f ±0.03); process CPU (getrusage) ratio %.4f, %s vs %s per request",
+		ratio, meanRatio, 1+overhead, procRatio, procOn/time.Duration(n), procOff/time.Duration(n))
+
+	if medOff < a.cfg.WorkCPU || medOff > a.cfg.WorkCPU*115/100 {
+		t.Errorf("a request with profiling off costs %s of CPU, want -work-cpu %s (+15%% for the rest of the request)", medOff, a.cfg.WorkCPU)
+	}
+	if ratio < 1+overhead-0.03 || ratio > 1+overhead+0.03 {
+		t.Errorf("profiling on/off CPU ratio %.4f, want %.2f ±0.03", ratio, 1+overhead)
+	}
+	if meanRatio < 1+overhead-0.03 || meanRatio > 1+overhead+0.03 {
+		t.Errorf("profiling on/off mean CPU ratio %.4f, want %.2f ±0.03", meanRatio, 1+overhead)
+	}
+}
+
+// liveHeap returns the heap after two full collections: what survives is what
+// the program holds.
+func liveHeap() runtime.MemStats {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms
+}
+
+// within reports whether got is want ±tol (a fraction of want).
+func within(got, want int64, tol float64) bool {
+	diff := float64(got - want)
+	return diff >= -tol*float64(want) && diff <= tol*float64(want)
+}
+
+// TestMemoryTrackingLeaksPerRequest checks the death spiral's mechanism: while
+// tracking is on, the live heap grows by -tracking-bytes per request, and
+// switching it off gives everything back.
+func TestMemoryTrackingLeaksPerRequest(t *testing.T) {
+	const k = 2000
+	a := testApp(t, func(c *config) { c.WorkCPU = 0 })
+	h := a.mainHandler()
+	for range 10 {
+		request(t, h)
+	}
+	before := liveHeap()
+	setSwitch(t, a, swMemoryTracking, "on")
+	for range k {
+		request(t, h)
+	}
+	during := liveHeap()
+	setSwitch(t, a, swMemoryTracking, "off")
+	after := liveHeap()
+
+	want := int64(k) * a.cfg.TrackingBytes
+	grew := int64(during.HeapAlloc) - int64(before.HeapAlloc)
+	back := int64(during.HeapAlloc) - int64(after.HeapAlloc)
+	t.Logf("memory tracking: %d requests × %d B: live heap %d → %d B, grew %d B (want %d, %.3f×); off: released %d B (heap %d B)",
+		k, a.cfg.TrackingBytes, before.HeapAlloc, during.HeapAlloc, grew, want, float64(grew)/float64(want), back, after.HeapAlloc)
+	t.Logf("so under load the leak is %d B/request × QPS: at 20 req/s %.1f MiB/min, at 500 req/s %.0f MiB/min",
+		a.cfg.TrackingBytes, 20*60*float64(a.cfg.TrackingBytes)/(1<<20), 500*60*float64(a.cfg.TrackingBytes)/(1<<20))
+	if !within(grew, want, 0.15) {
+		t.Errorf("live heap grew %d B after %d tracked requests, want %d ±15%%", grew, k, want)
+	}
+	if !within(back, want, 0.15) {
+		t.Errorf("switching memory tracking off released %d B, want %d ±15%%", back, want)
+	}
+}
+
+// TestBuffersHoldFixedBlock checks that buffers hold -buffers-size in the heap
+// while on, whatever the load, and nothing once off.
+func TestBuffersHoldFixedBlock(t *testing.T) {
+	a := testApp(t, func(c *config) { c.WorkCPU = 0 })
+	h := a.mainHandler()
+	before := liveHeap()
+	setSwitch(t, a, swBuffers, "on")
+	for range 100 { // requests do not add to the block
+		request(t, h)
+	}
+	setSwitch(t, a, swBuffers, "true") // idempotent: no second block
+	during := liveHeap()
+	setSwitch(t, a, swBuffers, "off")
+	after := liveHeap()
+
+	want := a.cfg.BuffersSize
+	grew := int64(during.HeapInuse) - int64(before.HeapInuse)
+	back := int64(during.HeapInuse) - int64(after.HeapInuse)
+	t.Logf("buffers: heap in use %d → %d B, grew %d B (want %d, %.3f×); off: released %d B (heap in use %d B)",
+		before.HeapInuse, during.HeapInuse, grew, want, float64(grew)/float64(want), back, after.HeapInuse)
+	if !within(grew, want, 0.15) {
+		t.Errorf("heap in use grew %d B with buffers on, want %d ±15%%", grew, want)
+	}
+	if !within(back, want, 0.15) {
+		t.Errorf("switching buffers off released %d B, want %d ±15%%", back, want)
+	}
+}

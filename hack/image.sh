@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# hack/image.sh builds container image archives of the project's static binaries
+# into bin/images/, for `ctr -n k8s.io images import` on a local cluster (pods use
+# imagePullPolicy: Never). No Docker and no registry: bin/ociimage writes them.
+#
+#   hack/image.sh toy       bin/images/toy.tar      perfexp.dev/toy:dev (examples/apps/toy)
+#   hack/image.sh manager   bin/images/manager.tar  perfexp.dev/perf-operator:dev (cmd/manager)
+#   hack/image.sh k6        bin/images/k6.tar       grafana/k6:1.8.1 (the Jobs' default image)
+#   hack/image.sh pause     bin/images/pause.tar    perfexp.dev/pause:3.10 (sandbox image)
+#   hack/image.sh all       every image above
+#
+# FORMAT=oci writes OCI layout archives (named by the io.containerd.image.name
+# annotation) instead of docker-archives. The same sources give the same bytes.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${ROOT}/bin"
+OUT="${BIN}/images"
+WORK="${OUT}/.rootfs"
+FORMAT="${FORMAT:-docker}"
+PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# gobuild DIR PACKAGE OUTPUT: a static, stripped, path-independent binary.
+gobuild() {
+  (cd "$1" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags '-s -w' -o "$3" "$2")
+}
+
+# image NAME REF ociimage-args...: writes bin/images/NAME.tar and says what it holds.
+image() {
+  local name="$1" ref="$2"; shift 2
+  "${BIN}/ociimage" -format "${FORMAT}" -o "${OUT}/${name}.tar" -name "${ref}" "$@"
+  echo "image: ${OUT#"${ROOT}/"}/${name}.tar ${ref} ($(du -h "${OUT}/${name}.tar" | cut -f1), sha256 $(sha256sum "${OUT}/${name}.tar" | cut -c1-12))" >&2
+}
+
+toy() {
+  gobuild "${ROOT}" ./examples/apps/toy "${WORK}/toy"
+  image toy perfexp.dev/toy:dev -entrypoint /toy -user 65532:65532 "${WORK}/toy=/toy"
+}
+
+manager() {
+  gobuild "${ROOT}" ./cmd/manager "${WORK}/manager"
+  image manager perfexp.dev/perf-operator:dev -entrypoint /manager -user 65532:65532 "${WORK}/manager=/manager"
+}
+
+# k6 runs as the official image's user (12345, which the operator's Jobs set too)
+# and is found on PATH, because the Jobs' command is "k6 run ...".
+k6() {
+  "${ROOT}/hack/tools.sh" k6
+  image k6 grafana/k6:1.8.1 -entrypoint /usr/bin/k6 -user 12345:12345 -env "${PATH_ENV}" "${BIN}/k6=/usr/bin/k6"
+}
+
+pause() {
+  gobuild "${ROOT}/hack/image" ./pause "${WORK}/pause"
+  image pause perfexp.dev/pause:3.10 -entrypoint /pause -user 65535:65535 "${WORK}/pause=/pause"
+}
+
+if [[ $# -eq 0 ]]; then
+  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+fi
+"${ROOT}/hack/tools.sh" image
+mkdir -p "${OUT}" "${WORK}"
+for target in "$@"; do
+  case "${target}" in
+    toy) toy ;;
+    manager) manager ;;
+    k6) k6 ;;
+    pause) pause ;;
+    all) toy; manager; pause; k6 ;;
+    *) echo "image.sh: unknown image ${target}: want toy, manager, k6, pause or all" >&2; exit 2 ;;
+  esac
+done
