@@ -24,7 +24,7 @@ import (
 // The apiserver's defaulting (CRD markers) and Go's Default must give the same
 // spec, or an offline tool would analyse a different experiment than the operator.
 func TestServerDefaultsEqualGoDefaults(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "examples", "*.yaml"))
+	files := examples(t)
 	minimal := filepath.Join(t.TempDir(), "minimal.yaml")
 	if err := os.WriteFile(minimal, []byte(`apiVersion: perfexp.dev/v1alpha1
 kind: PerfExperiment
@@ -38,7 +38,7 @@ spec:
 		t.Fatal(err)
 	}
 	for _, f := range append(files, minimal) {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+		t.Run(exampleName(f), func(t *testing.T) {
 			u := loadManifest(t, f)
 			u.SetNamespace("default")
 			var goDefaulted perfv1.PerfExperiment

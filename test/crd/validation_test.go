@@ -192,18 +192,83 @@ func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
 	}
 }
 
-func TestExamplesAreAccepted(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "examples", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples found: %v", err)
+// examples lists the PerfExperiment manifests under examples/ (the field stories)
+// and examples/local/ (the same stories on the toy app, for a local cluster).
+func examples(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, dir := range []string{"examples", filepath.Join("examples", "local")} {
+		files, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), dir, "*.yaml"))
+		if len(files) == 0 {
+			t.Fatalf("no examples in %s", dir)
+		}
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "\nkind: PerfExperiment\n") {
+				out = append(out, f)
+			}
+		}
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+	return out
+}
+
+// exampleName is an example's path below examples/.
+func exampleName(f string) string {
+	rel, err := filepath.Rel(filepath.Join(testenv.RepoRoot(), "examples"), f)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return filepath.Base(f)
+	}
+	return rel
+}
+
+func TestExamplesAreAccepted(t *testing.T) {
+	for _, f := range examples(t) {
+		t.Run(exampleName(f), func(t *testing.T) {
 			u := loadManifest(t, f)
 			u.SetNamespace("default")
 			if err := k8s.Create(context.Background(), u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
 				t.Fatalf("example refused: %v", err)
 			}
 		})
+	}
+}
+
+// The local examples' target (Namespace, Deployment, Service) is valid too: every
+// other document under examples/local is created with a server-side dry run in its
+// own namespace, with strict field validation.
+func TestLocalExampleTargetsAreAccepted(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "examples", "local", "*.yaml"))
+	ctx := context.Background()
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range strings.Split(string(b), "\n---\n") {
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+				t.Fatalf("%s document %d: %v", exampleName(f), i, err)
+			}
+			u := &unstructured.Unstructured{Object: m}
+			if len(m) == 0 || u.GetKind() == "PerfExperiment" {
+				continue
+			}
+			seen++
+			if ns := u.GetNamespace(); ns != "" {
+				nsObj := &unstructured.Unstructured{}
+				nsObj.SetAPIVersion("v1")
+				nsObj.SetKind("Namespace")
+				nsObj.SetName(ns)
+				if err := k8s.Create(ctx, nsObj); err != nil && !apierrors.IsAlreadyExists(err) {
+					t.Fatal(err)
+				}
+			}
+			if err := k8s.Create(ctx, u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+				t.Errorf("%s: %s %s refused: %v", exampleName(f), u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	if seen < 3 {
+		t.Fatalf("found %d target objects in examples/local; want the Namespace, Deployment and Service", seen)
 	}
 }
