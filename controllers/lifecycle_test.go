@@ -184,6 +184,7 @@ func TestFullRunSucceedsAndRestoresTheTarget(t *testing.T) {
 	if len(d.c.dupes) > 0 {
 		t.Fatalf("Jobs created twice: %v", d.c.dupes)
 	}
+	reportOnFinishedRun(t, exp)
 }
 
 // assertWindows checks every measured window of a finished run carries results.

@@ -1,0 +1,98 @@
+package controllers_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/testenv"
+)
+
+// reportOnFinishedRun runs the kubectl-perf plugin, built from cmd/kubectl-perf,
+// against an experiment this controller ran to the end: the table has a row per
+// stage and the verdict, -o json carries the stored summary, and --plot writes
+// an SVG with the four panels and one toggle marker per applied toggle. The
+// plugin's own tests cover the table and plot in detail on hand-made statuses;
+// this one proves they read what the controller really writes.
+func reportOnFinishedRun(t *testing.T, exp *perfv1.PerfExperiment) {
+	t.Helper()
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "kubectl-perf")
+	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-perf")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building kubectl-perf: %v\n%s", err, out)
+	}
+	user, err := env.AddUser(envtest.User{Name: "report-reader", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	report := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(plugin, append([]string{"report", exp.Name, "-n", exp.Namespace, "--kubeconfig", kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl perf report %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+
+	table := report()
+	t.Logf("kubectl perf report %s:\n%s", exp.Name, table)
+	if len(exp.Status.Summary) == 0 {
+		t.Fatal("the finished run has no summary")
+	}
+	for _, s := range exp.Status.Summary {
+		if !strings.Contains(table, s.Stage) {
+			t.Errorf("table has no row for stage %q", s.Stage)
+		}
+	}
+	if !strings.Contains(table, string(exp.Status.Phase)) || !strings.Contains(table, string(exp.Status.Verdict)) {
+		t.Errorf("table does not show phase %s and verdict %s", exp.Status.Phase, exp.Status.Verdict)
+	}
+
+	var js struct {
+		Phase  string                `json:"phase"`
+		Stages []perfv1.StageSummary `json:"stages"`
+	}
+	if err := json.Unmarshal([]byte(report("-o", "json")), &js); err != nil {
+		t.Fatalf("-o json: %v", err)
+	}
+	if js.Phase != string(exp.Status.Phase) || len(js.Stages) != len(exp.Status.Summary) {
+		t.Errorf("-o json: phase %s with %d stages; status has %s with %d", js.Phase, len(js.Stages), exp.Status.Phase, len(exp.Status.Summary))
+	}
+
+	svg := filepath.Join(dir, "run.svg")
+	report("--plot", svg)
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plot := string(b)
+	panels := strings.Count(plot, `class="panel-title"`)
+	if panels < 3 { // CPU, memory, p99; heap only when the target exports it
+		t.Errorf("%d panels in the plot; want CPU, memory and p99 at least", panels)
+	}
+	if n := strings.Count(plot, `<line class="toggle"`); n != panels*len(exp.Status.Summary) {
+		t.Errorf("%d toggle markers; want one per stage in each of %d panels", n, panels)
+	}
+	t.Logf("plot: %d panels, %d bytes", panels, len(b))
+	if dst := os.Getenv("PERF_REPORT_KEEP"); dst != "" {
+		_ = os.WriteFile(filepath.Join(dst, exp.Name+".svg"), b, 0o644)
+		_ = os.WriteFile(filepath.Join(dst, exp.Name+".txt"), []byte(table), 0o644)
+	}
+}
