@@ -72,7 +72,7 @@ k6() {
 helm() {
   local dir="${ROOT}/hack/helm"
   local mod ver
-  mod="$(cd "${dir}" && go list -m -f '{{.Path}}' all | grep -E '^helm\.sh/helm/v[0-9]+$')"
+  mod="$(sed -n 's|^tool \(helm\.sh/helm/v[0-9]*\)/cmd/helm$|\1|p' "${dir}/go.mod")"
   ver="$(cd "${dir}" && go list -m -f '{{.Version}}' "${mod}")"
   local ldflags="-s -w -X ${mod}/internal/version.version=${ver} -X ${mod}/internal/version.gitTreeState=clean"
   build helm "${dir}" "${mod}/cmd/helm" "${BIN}/helm" "${ldflags}"
