@@ -5,6 +5,7 @@
 #   hack/tools.sh controller-gen  CRD, RBAC and deepcopy generator
 #   hack/tools.sh k6              the k6 load generator, for internal/k6's real-k6 tests
 #   hack/tools.sh image           ociimage, which writes image archives (hack/image.sh)
+#   hack/tools.sh helm            the Helm CLI, for the chart's tests and installs
 #   hack/tools.sh all             every tool above
 #
 # Nothing is downloaded but Go modules: this project is built where no binary
@@ -71,11 +72,24 @@ image() {
   build ociimage "${ROOT}/hack/image" . "${BIN}/ociimage" "-s -w"
 }
 
+# helm is Helm's own CLI (helm.sh/helm/vN/cmd/helm, pinned by hack/helm/go.mod's tool
+# directive), stamped with its module version the way Helm's Makefile does for a
+# release, so `helm version` names what is pinned.
+helm() {
+  local dir="${ROOT}/hack/helm"
+  local mod ver
+  mod="$(sed -n 's|^tool \(helm\.sh/helm/v[0-9]*\)/cmd/helm$|\1|p' "${dir}/go.mod")"
+  ver="$(cd "${dir}" && go list -m -f '{{.Version}}' "${mod}")"
+  local ldflags="-s -w -X ${mod}/internal/version.version=${ver} -X ${mod}/internal/version.gitTreeState=clean"
+  build helm "${dir}" "${mod}/cmd/helm" "${BIN}/helm" "${ldflags}"
+}
+
 case "${1:-all}" in
   kube) kube ;;
   controller-gen) controller_gen ;;
   k6) k6 ;;
   image) image ;;
-  all) controller_gen; image; k6; kube ;;
-  *) echo "usage: $0 kube|controller-gen|k6|image|all" >&2; exit 2 ;;
+  helm) helm ;;
+  all) controller_gen; image; k6; helm; kube ;;
+  *) echo "usage: $0 kube|controller-gen|k6|image|helm|all" >&2; exit 2 ;;
 esac

@@ -60,7 +60,12 @@ func TestConfigManifestsPassServerSideDryRun(t *testing.T) {
 					}
 					continue
 				}
-				if u.GetNamespace() == "" && u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
+				// Namespaces are kustomize's to set (config/default) and the
+				// samples name their own; dry-run every namespaced object in
+				// default, which exists.
+				switch u.GetKind() {
+				case "ClusterRole", "ClusterRoleBinding", "Namespace":
+				default:
 					u.SetNamespace("default")
 				}
 				if err := k8s.Create(context.Background(), u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
