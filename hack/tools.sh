@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # hack/tools.sh builds the project's tools from pinned Go modules into bin/.
 #
-#   hack/tools.sh kube            kube-apiserver, etcd, kubectl (one multi-call binary)
+#   hack/tools.sh kube            kube-apiserver, etcd, kubectl, kube-controller-manager,
+#                                 kube-scheduler, kubelet, kube-proxy (one multi-call binary)
 #   hack/tools.sh controller-gen  CRD, RBAC and deepcopy generator
 #   hack/tools.sh k6              the k6 load generator, for internal/k6's real-k6 tests
 #   hack/tools.sh all             every tool above
+#   hack/tools.sh metrics-server  metrics-server (kubectl top) for hack/cluster.sh
+#   hack/tools.sh coredns         cluster DNS with only the plugins hack/cluster.sh uses
+#   hack/tools.sh cluster         kube, metrics-server and coredns: what hack/cluster.sh runs
 #
 # Nothing is downloaded but Go modules: this project is built where no binary
 # release can be fetched. Each tool is rebuilt only when its inputs change (the
@@ -49,7 +53,7 @@ kube() {
     ldflags+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=1970-01-01T00:00:00Z"
   done
   build kube "${ROOT}/hack/kube" . "${BIN}/kube" "${ldflags}"
-  for c in kube-apiserver etcd kubectl; do
+  for c in kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet kube-proxy; do
     ln -sfn kube "${BIN}/${c}"
   done
 }
@@ -65,10 +69,23 @@ k6() {
   build k6 "${ROOT}/hack/k6" . "${BIN}/k6" "-s -w"
 }
 
+# metrics-server pins its own Kubernetes libraries (one minor behind), so it is built
+# from its own module, hack/metrics-server, where it is a `tool` of that module.
+metrics_server() {
+  build metrics-server "${ROOT}/hack/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server "${BIN}/metrics-server" "-s -w"
+}
+
+coredns() {
+  build coredns "${ROOT}/hack/coredns" . "${BIN}/coredns" "-s -w"
+}
+
 case "${1:-all}" in
   kube) kube ;;
   controller-gen) controller_gen ;;
   k6) k6 ;;
   all) controller_gen; k6; kube ;;
-  *) echo "usage: $0 kube|controller-gen|k6|all" >&2; exit 2 ;;
+  metrics-server) metrics_server ;;
+  coredns) coredns ;;
+  cluster) kube; metrics_server; coredns ;;
+  *) echo "usage: $0 kube|controller-gen|k6|all|metrics-server|coredns|cluster" >&2; exit 2 ;;
 esac
