@@ -86,11 +86,15 @@ wait_for() {
 
 pid_of() { [[ -f "${RUN}/$1.pid" ]] && cat "${RUN}/$1.pid"; }
 
+# running PID: the process exists and is not a zombie (what we start is re-parented to
+# PID 1 once up returns, which may reap it only later).
+running() { [[ -r "/proc/$1/stat" ]] && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]; }
+
 # alive NAME: the process we started as NAME still runs (and is still that program,
 # not a reused PID).
 alive() {
   local pid; pid="$(pid_of "$1")" || return 1
-  [[ -r "/proc/${pid}/cmdline" ]] || return 1
+  running "${pid}" || return 1
   tr '\0' ' ' <"/proc/${pid}/cmdline" | grep -q -- "$1"
 }
 
@@ -111,8 +115,8 @@ stop() {
   pid="$(pid_of "${name}")"
   kill -TERM "${pid}" 2>/dev/null || true
   local deadline=$((SECONDS + 20))
-  while kill -0 "${pid}" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-  if kill -0 "${pid}" 2>/dev/null; then
+  while running "${pid}" && ((SECONDS < deadline)); do sleep 0.1; done
+  if running "${pid}"; then
     log "${name} (pid ${pid}) ignored SIGTERM for 20 s; killing it"
     kill -KILL "${pid}" 2>/dev/null || true
   fi
