@@ -75,7 +75,7 @@ wait_for() {
   local deadline=$((SECONDS + timeout))
   until "$@" >/dev/null 2>&1; do
     if ((SECONDS >= deadline)); then
-      log "timed out after ${timeout}s waiting for ${what}"
+      log "timed out after ${timeout}s waiting for ${what}; logs: ${LOGS}/ (hack/cluster.sh down cleans up)"
       return 1
     fi
     sleep 0.25
