@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # hack/tools.sh builds the project's tools from pinned Go modules into bin/.
 #
-#   hack/tools.sh kube            kube-apiserver, etcd, kubectl (one multi-call binary)
+#   hack/tools.sh kube            kube-apiserver, etcd, kubectl, kube-controller-manager,
+#                                 kube-scheduler, kubelet, kube-proxy (one multi-call binary)
 #   hack/tools.sh controller-gen  CRD, RBAC and deepcopy generator
 #   hack/tools.sh k6              the k6 load generator, for internal/k6's real-k6 tests
 #   hack/tools.sh image           ociimage, which writes image archives (hack/image.sh)
 #   hack/tools.sh helm            the Helm CLI, for the chart's tests and installs
+#   hack/tools.sh metrics-server  metrics-server (kubectl top) for hack/cluster.sh
+#   hack/tools.sh coredns         cluster DNS with only the plugins hack/cluster.sh uses
+#   hack/tools.sh cluster         kube, metrics-server and coredns: what hack/cluster.sh runs
 #   hack/tools.sh all             every tool above
 #
 # Nothing is downloaded but Go modules: this project is built where no binary
@@ -51,7 +55,7 @@ kube() {
     ldflags+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=1970-01-01T00:00:00Z"
   done
   build kube "${ROOT}/hack/kube" . "${BIN}/kube" "${ldflags}"
-  for c in kube-apiserver etcd kubectl; do
+  for c in kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet kube-proxy; do
     ln -sfn kube "${BIN}/${c}"
   done
 }
@@ -84,12 +88,25 @@ helm() {
   build helm "${dir}" "${mod}/cmd/helm" "${BIN}/helm" "${ldflags}"
 }
 
+# metrics-server pins its own Kubernetes libraries (one minor behind), so it is built
+# from its own module, hack/metrics-server, where it is a `tool` of that module.
+metrics_server() {
+  build metrics-server "${ROOT}/hack/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server "${BIN}/metrics-server" "-s -w"
+}
+
+coredns() {
+  build coredns "${ROOT}/hack/coredns" . "${BIN}/coredns" "-s -w"
+}
+
 case "${1:-all}" in
   kube) kube ;;
   controller-gen) controller_gen ;;
   k6) k6 ;;
   image) image ;;
   helm) helm ;;
-  all) controller_gen; image; k6; helm; kube ;;
-  *) echo "usage: $0 kube|controller-gen|k6|image|helm|all" >&2; exit 2 ;;
+  metrics-server) metrics_server ;;
+  coredns) coredns ;;
+  cluster) kube; metrics_server; coredns ;;
+  all) controller_gen; image; k6; helm; kube; metrics_server; coredns ;;
+  *) echo "usage: $0 kube|controller-gen|k6|image|helm|metrics-server|coredns|cluster|all" >&2; exit 2 ;;
 esac

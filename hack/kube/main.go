@@ -1,5 +1,7 @@
-// Command kube is one multi-call binary for the Kubernetes control-plane pieces the
-// project's tests and local tooling run: kube-apiserver, etcd and kubectl.
+// Command kube is one multi-call binary for the Kubernetes pieces the project's tests
+// and local tooling run: kube-apiserver, etcd and kubectl for envtest and the
+// quickstart control plane, and kube-controller-manager, kube-scheduler, kubelet and
+// kube-proxy for the single-node cluster of hack/cluster.sh.
 //
 // It is invoked through symlinks (bin/kube-apiserver -> kube) or as
 // `kube <component> [flags]`. One binary instead of one per component means the
@@ -8,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,12 +26,20 @@ import (
 	kubectl "k8s.io/kubectl/pkg/cmd"
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 // components maps a component name to its entry point. Each entry point reads its
 // own flags from os.Args[1:], exactly as the upstream main package does.
 var components = map[string]func() int{
-	"kube-apiserver": func() int { return cli.Run(apiserver.NewAPIServerCommand()) },
+	"kube-apiserver":          func() int { return cli.Run(apiserver.NewAPIServerCommand()) },
+	"kube-controller-manager": func() int { return cli.Run(controllermanager.NewControllerManagerCommand()) },
+	"kube-scheduler":          func() int { return cli.Run(scheduler.NewSchedulerCommand()) },
+	"kubelet":                 func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
+	"kube-proxy":              func() int { return cli.Run(proxy.NewProxyCommand()) },
 	"etcd": func() int {
 		etcdmain.Main(os.Args)
 		return 0
