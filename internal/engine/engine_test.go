@@ -102,6 +102,32 @@ func (w *world) windowLength(v perfv1.Variant) time.Duration {
 // A crash may land between the actions and the status write at any decision.
 // Whichever it is, the run ends the same way: no window twice, no Job created
 // twice, the toggle applied once per stage and reverted, nothing left behind.
+// A sample's CPU averages over a period before its time (metrics-server's
+// window, a rate's range). The first samples after a window starts still carry
+// the load before it; they must not count as the window's.
+func TestSamplesAveragedOverTheWindowStartAreLeftOut(t *testing.T) {
+	w := newWorld(t, seedExperiment())
+	w.cpuWindow = 90 * time.Second // longer than the 1m sampling interval, as a rate range may be
+	w.runToEnd()
+	st := w.exp.Status
+	if st.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s, abort %+v", st.Phase, st.Abort)
+	}
+	for _, win := range st.Windows {
+		if win.Variant != perfv1.VariantBaseline && win.Variant != perfv1.VariantTreatment {
+			continue
+		}
+		if win.Series == nil || len(win.Series.CPUMillicores) < 4 {
+			t.Fatalf("window %d/%s kept too few points: %+v", win.Stage, win.Variant, win.Series)
+		}
+		for _, v := range win.Series.CPUMillicores {
+			if v >= int64(cpuSpike*1000) {
+				t.Fatalf("window %d/%s kept a point averaged over its start: %v", win.Stage, win.Variant, win.Series.CPUMillicores)
+			}
+		}
+	}
+}
+
 func TestStatusLostAtAnyDecisionChangesNothing(t *testing.T) {
 	for _, mk := range []func() *perfv1.PerfExperiment{seedExperiment, envExperiment} {
 		ref := newWorld(t, mk())

@@ -92,7 +92,10 @@ func (x *decider) measureSamples() bool {
 		}
 		m.LastError = ""
 		x.advanceSampleTime(t)
-		if w := x.openMeasured(); w != nil && w.Start != nil && !t.Before(w.Start.Time) {
+		// A point belongs to a window only when the period its CPU is averaged
+		// over lies wholly inside it; otherwise it still carries the load (and
+		// toggle state) of what came before the window.
+		if w := x.openMeasured(); w != nil && w.Start != nil && !averagedSince(group).Before(w.Start.Time) {
 			x.addPoint(w, group)
 		}
 		// Before the first toggle the samples only teach the guardrail each
@@ -215,6 +218,16 @@ func nanToZero(v float64) float64 {
 		return 0
 	}
 	return v
+}
+
+// averagedSince is the start of the period an instant's CPU values average
+// over (its time, for instantaneous values).
+func averagedSince(group []metrics.Sample) time.Time {
+	var window time.Duration
+	for _, s := range group {
+		window = max(window, s.Window)
+	}
+	return group[0].Time.Add(-window)
 }
 
 // byInstant groups samples taken at the same moment (one per pod), oldest first.

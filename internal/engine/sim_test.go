@@ -46,7 +46,13 @@ type world struct {
 	// loseStatusAt drops the status write of that decision (a crash between the
 	// actions and the write).
 	loseStatusAt int
+	// cpuWindow, when set, is the period each sample's CPU averages over (as
+	// metrics-server's window or a rate's range); a sample whose period saw a
+	// k6 pod start reads cpuSpike, the load before and after mixed.
+	cpuWindow time.Duration
 }
+
+const cpuSpike = 9.9
 
 type simJob struct {
 	window  k6.Window
@@ -77,7 +83,11 @@ func (w *world) observe() Observed {
 			if w.applied {
 				cpu = 0.42
 			}
-			o.Samples = append(o.Samples, metrics.Sample{Time: w.now, Pod: pod, CPUCores: cpu, WorkingSetBytes: 1.5 * (1 << 30), HeapBytes: w.heap(w.now)})
+			if w.loadChangedWithin(w.cpuWindow) {
+				cpu = cpuSpike
+			}
+			o.Samples = append(o.Samples, metrics.Sample{Time: w.now, Window: w.cpuWindow, Pod: pod, CPUCores: cpu,
+				WorkingSetBytes: 1.5 * (1 << 30), HeapBytes: w.heap(w.now)})
 		}
 	}
 	o.Deleting = w.exp.DeletionTimestamp != nil
@@ -107,6 +117,17 @@ func (w *world) observe() Observed {
 		o.Jobs[name] = job
 	}
 	return o
+}
+
+// loadChangedWithin says whether a k6 pod started in (now−d, now].
+func (w *world) loadChangedWithin(d time.Duration) bool {
+	for _, j := range w.jobs {
+		start := j.created.Add(w.podStart)
+		if d > 0 && !start.After(w.now) && w.now.Sub(start) < d {
+			return true
+		}
+	}
+	return false
 }
 
 // step runs one reconcile and returns its decision.

@@ -52,6 +52,7 @@ func (m *metricsServer) Sample(ctx context.Context, t Target) ([]Sample, error) 
 	}
 	var out []Sample
 	var latest time.Time
+	var window time.Duration
 	for i := range list.Items {
 		pm := &list.Items[i]
 		if len(t.Pods) > 0 && !slices.Contains(t.Pods, pm.Name) {
@@ -77,10 +78,11 @@ func (m *metricsServer) Sample(ctx context.Context, t Target) ([]Sample, error) 
 		if pm.Timestamp.After(latest) {
 			latest = pm.Timestamp.Time
 		}
+		window = max(window, pm.Window.Duration)
 		out = append(out, s)
 	}
 	for i := range out {
-		out[i].Time = latest
+		out[i].Time, out[i].Window = latest, window
 	}
 	slices.SortFunc(out, func(a, b Sample) int { return strings.Compare(a.Pod, b.Pod) })
 	return out, nil

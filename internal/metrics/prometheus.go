@@ -89,7 +89,7 @@ func (p *prometheusProvider) Sample(ctx context.Context, t Target) ([]Sample, er
 	pods = slices.Compact(pods)
 	var out []Sample
 	for _, pod := range pods {
-		s := Sample{Time: at, Pod: pod, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown}
+		s := Sample{Time: at, Window: p.rng, Pod: pod, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown}
 		found := false
 		for i, dst := range []*float64{&s.CPUCores, &s.WorkingSetBytes, &s.HeapBytes} {
 			if val, ok := results[i][pod]; ok {

@@ -65,9 +65,9 @@ func TestPrometheusSampleMergesByPod(t *testing.T) {
 		t.Errorf("%d queries, want 3", n)
 	}
 	want := []Sample{
-		{Time: at, Pod: "a", CPUCores: 0.5, WorkingSetBytes: 100, HeapBytes: math.NaN()},
-		{Time: at, Pod: "b", CPUCores: 1, WorkingSetBytes: math.NaN(), HeapBytes: math.NaN()},
-		{Time: at, Pod: "c", CPUCores: math.NaN(), WorkingSetBytes: math.NaN(), HeapBytes: 42},
+		{Time: at, Window: 2 * time.Minute, Pod: "a", CPUCores: 0.5, WorkingSetBytes: 100, HeapBytes: math.NaN()},
+		{Time: at, Window: 2 * time.Minute, Pod: "b", CPUCores: 1, WorkingSetBytes: math.NaN(), HeapBytes: math.NaN()},
+		{Time: at, Window: 2 * time.Minute, Pod: "c", CPUCores: math.NaN(), WorkingSetBytes: math.NaN(), HeapBytes: 42},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -81,7 +81,7 @@ func TestPrometheusSampleMergesByPod(t *testing.T) {
 
 func sameSample(a, b Sample) bool {
 	eq := func(x, y float64) bool { return x == y || (math.IsNaN(x) && math.IsNaN(y)) }
-	return a.Time.Equal(b.Time) && a.Pod == b.Pod && eq(a.CPUCores, b.CPUCores) && eq(a.WorkingSetBytes, b.WorkingSetBytes) && eq(a.HeapBytes, b.HeapBytes)
+	return a.Time.Equal(b.Time) && a.Window == b.Window && a.Pod == b.Pod && eq(a.CPUCores, b.CPUCores) && eq(a.WorkingSetBytes, b.WorkingSetBytes) && eq(a.HeapBytes, b.HeapBytes)
 }
 
 func TestPrometheusSampleErrors(t *testing.T) {

@@ -13,6 +13,12 @@ import (
 type Sample struct {
 	// Time is when the values were measured (the source's timestamp).
 	Time time.Time
+	// Window is the period CPUCores is averaged over, ending at Time (a rate's
+	// range, metrics-server's window); zero for an instantaneous value. A sample
+	// describes a measurement window only when all of [Time−Window, Time] lies in
+	// it: the first samples after a change of load still average in the load
+	// before it.
+	Window time.Duration
 	// Pod is the pod's name.
 	Pod string
 	// CPUCores is the container's CPU use in cores.

@@ -1,0 +1,262 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/testenv"
+)
+
+// localDocs reads a multi-document manifest under examples/local, moved from
+// namespace perf-demo to ns.
+func localDocs(t *testing.T, file, ns string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "local", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(b), "perf-demo", ns)
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(text, "\n---\n") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return out
+}
+
+// deployToy creates the toy app (examples/local/toy.yaml) in a fresh namespace
+// and waits until both replicas are available.
+func deployToy(t *testing.T, ns string) {
+	t.Helper()
+	c := ctx(t)
+	for _, u := range localDocs(t, "toy.yaml", ns) {
+		if err := k8s.Create(c, u); err != nil {
+			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpNamespace(t, ns)
+		}
+		_ = k8s.Delete(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	eventually(t, 3*time.Minute, "toy available", func() (bool, string) {
+		var d appsv1.Deployment
+		if err := k8s.Get(c, client.ObjectKey{Namespace: ns, Name: "toy"}, &d); err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AvailableReplicas == 2 && d.Status.UpdatedReplicas == 2,
+			fmt.Sprintf("%d/%d available", d.Status.AvailableReplicas, *d.Spec.Replicas)
+	})
+}
+
+// experiment reads a local example into ns and lets the test shorten it.
+func experiment(t *testing.T, file, ns string, edit func(*perfv1.PerfExperiment)) *perfv1.PerfExperiment {
+	t.Helper()
+	docs := localDocs(t, file, ns)
+	if len(docs) != 1 {
+		t.Fatalf("%s: %d documents", file, len(docs))
+	}
+	var exp perfv1.PerfExperiment
+	raw, _ := json.Marshal(docs[0].Object)
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&exp)
+	}
+	return &exp
+}
+
+// eventually polls cond every 2 s until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if state != last {
+			t.Logf("waiting for %s: %s", what, state)
+			last = state
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not reached in %s; last: %s", what, timeout, state)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// runUntil follows an experiment, logging each phase with its time since
+// creation, until stop holds; it returns the experiment as it then was.
+func runUntil(t *testing.T, key client.ObjectKey, timeout time.Duration, what string, stop func(*perfv1.PerfExperiment) bool) *perfv1.PerfExperiment {
+	t.Helper()
+	start := time.Now()
+	var exp perfv1.PerfExperiment
+	var phase perfv1.Phase
+	var since time.Duration
+	eventually(t, timeout, what, func() (bool, string) {
+		if err := k8s.Get(ctx(t), key, &exp); err != nil {
+			return false, err.Error()
+		}
+		if exp.Status.Phase != phase {
+			phase, since = exp.Status.Phase, time.Since(start).Round(time.Second)
+		}
+		return stop(&exp), fmt.Sprintf("%s %s (since %s)", exp.Status.Phase, exp.Status.CurrentStage, since)
+	})
+	return &exp
+}
+
+func terminal(e *perfv1.PerfExperiment) bool { return e.Status.Phase.IsTerminal() }
+
+// templateJSON is the target's pod template, to compare before and after.
+func templateJSON(t *testing.T, ns string) string {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := k8s.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "toy"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(d.Spec.Template)
+	return string(b)
+}
+
+// assertTargetRestored checks the toy Deployment is as before the experiment:
+// the same pod template byte for byte, no lock or record annotations, no label.
+func assertTargetRestored(t *testing.T, ns, before string) {
+	t.Helper()
+	eventually(t, time.Minute, "target restored", func() (bool, string) {
+		var d appsv1.Deployment
+		if err := k8s.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: "toy"}, &d); err != nil {
+			return false, err.Error()
+		}
+		b, _ := json.Marshal(d.Spec.Template)
+		if string(b) != before {
+			return false, "pod template differs:\n" + string(b)
+		}
+		for _, k := range []string{perfv1.AnnotationLock, perfv1.AnnotationOriginal} {
+			if _, ok := d.Annotations[k]; ok {
+				return false, "annotation " + k + " left"
+			}
+		}
+		if _, ok := d.Labels[perfv1.LabelExperiment]; ok {
+			return false, "label " + perfv1.LabelExperiment + " left"
+		}
+		return true, ""
+	})
+}
+
+// assertNoJobs checks that no k6 Job or pod of the experiment is left.
+func assertNoJobs(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, time.Minute, "k6 Jobs removed", func() (bool, string) {
+		var jobs batchv1.JobList
+		if err := k8s.List(ctx(t), &jobs, client.InNamespace(ns), client.HasLabels{perfv1.LabelExperiment}); err != nil {
+			return false, err.Error()
+		}
+		return len(jobs.Items) == 0, fmt.Sprintf("%d Jobs", len(jobs.Items))
+	})
+}
+
+// toyPods are the target's running pods.
+func toyPods(t *testing.T, ns string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(ctx(t), &pods, client.InNamespace(ns), client.MatchingLabels{"app": "toy"}); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// switchState asks a toy pod's admin endpoint for a switch's state ("on" or
+// "off"). The node's host reaches pod IPs over the cluster bridge.
+func switchState(t *testing.T, pod corev1.Pod, name string) string {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://%s:8081/admin/%s", pod.Status.PodIP, name))
+	if err != nil {
+		t.Fatalf("pod %s admin: %v", pod.Name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	s := strings.TrimSpace(string(b))
+	switch {
+	case strings.Contains(s, "on") && !strings.Contains(s, "off"):
+		return "on"
+	case strings.Contains(s, "off"):
+		return "off"
+	}
+	t.Fatalf("pod %s: unexpected admin answer %q", pod.Name, s)
+	return ""
+}
+
+// assertNoRestarts checks no toy container restarted or was OOM-killed.
+func assertNoRestarts(t *testing.T, ns string) {
+	t.Helper()
+	for _, p := range toyPods(t, ns) {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount > 0 {
+				reason := ""
+				if cs.LastTerminationState.Terminated != nil {
+					reason = cs.LastTerminationState.Terminated.Reason
+				}
+				t.Errorf("pod %s container %s restarted %d times (last: %s)", p.Name, cs.Name, cs.RestartCount, reason)
+			}
+		}
+	}
+}
+
+// dumpNamespace logs what a failed test left, for the CI log.
+func dumpNamespace(t *testing.T, ns string) {
+	var exps perfv1.PerfExperimentList
+	if err := k8s.List(ctx(t), &exps, client.InNamespace(ns)); err == nil {
+		for _, e := range exps.Items {
+			b, _ := yaml.Marshal(e.Status)
+			t.Logf("experiment %s status:\n%s", e.Name, b)
+		}
+	}
+	var events corev1.EventList
+	if err := k8s.List(ctx(t), &events, client.InNamespace(ns)); err == nil {
+		for _, e := range events.Items {
+			t.Logf("event %s %s/%s: %s %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,273 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+// The toy app's profiling switch costs this fraction of each request's CPU
+// work (examples/local/toy.yaml: -profiling-overhead=0.20).
+const configuredProfilingOverhead = 0.20
+
+// operatorNamespace is where hack/local.sh installs the chart.
+const operatorNamespace = "perf-operator-system"
+
+// short makes an example fit the suite: a brief warm-up, one or two stages and
+// windows of about a minute at a 10 s sampling interval.
+func short(stages ...int32) func(*perfv1.PerfExperiment) {
+	return func(e *perfv1.PerfExperiment) {
+		e.Spec.Warmup = &perfv1.WarmupSpec{QPS: 25, Duration: "20s"}
+		e.Spec.Stages = nil
+		for _, q := range stages {
+			e.Spec.Stages = append(e.Spec.Stages, perfv1.StageSpec{QPS: q})
+		}
+		e.Spec.Windows = perfv1.WindowsSpec{Baseline: "80s", Treatment: "80s", Settle: "20s"}
+		e.Spec.Metrics.Interval = "10s"
+	}
+}
+
+// Profiling switched on at run time through the app's admin endpoint: the
+// operator must find the app's known CPU overhead, with an interval that covers
+// it, and leave the target as it found it.
+func TestProfilingOverheadRuntimeToggle(t *testing.T) {
+	ns := "e2e-profiling"
+	deployToy(t, ns)
+	before := templateJSON(t, ns)
+	exp := experiment(t, "profiling-overhead.yaml", ns, short(100))
+	if err := k8s.Create(ctx(t), exp); err != nil {
+		t.Fatal(err)
+	}
+	done := runUntil(t, client.ObjectKeyFromObject(exp), 10*time.Minute, "the run to end", terminal)
+	if done.Status.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s: %+v", done.Status.Phase, done.Status.Abort)
+	}
+	if len(done.Status.Summary) != 1 || done.Status.Summary[0].CPU == nil {
+		t.Fatalf("summary %+v", done.Status.Summary)
+	}
+	cpu := done.Status.Summary[0].CPU
+	t.Logf("CPU %.3f → %.3f cores: overhead %+.1f%% [%+.1f, %+.1f] (configured %+.0f%%); memory %+.1f%%; p99 %+.1f%%",
+		cpu.Baseline, cpu.Treatment, 100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh, 100*configuredProfilingOverhead,
+		100*done.Status.Summary[0].Memory.Overhead, 100*done.Status.Summary[0].P99.Overhead)
+	if !(cpu.CILow <= configuredProfilingOverhead && configuredProfilingOverhead <= cpu.CIHigh) {
+		t.Errorf("the CPU overhead's interval [%+.3f, %+.3f] does not cover the configured %+.2f", cpu.CILow, cpu.CIHigh, configuredProfilingOverhead)
+	}
+	if !cpu.Significant {
+		t.Error("a +20 % CPU overhead was not found significant")
+	}
+	for _, w := range done.Status.Windows {
+		if (w.Variant == perfv1.VariantBaseline || w.Variant == perfv1.VariantTreatment) && (w.Valid == nil || !*w.Valid) {
+			t.Errorf("window %s of stage %d not valid: %v", w.Variant, w.Stage, w.Invalid)
+		}
+	}
+	assertTargetRestored(t, ns, before)
+	for _, p := range toyPods(t, ns) {
+		if s := switchState(t, p, "profiling"); s != "off" {
+			t.Errorf("pod %s: profiling %s after the run", p.Name, s)
+		}
+	}
+	assertNoJobs(t, ns)
+	assertNoRestarts(t, ns)
+}
+
+// The death spiral: memory tracking retains 64 KiB per request. The guardrail
+// must abort and revert it long before the container's 512 MiB limit; no pod
+// may be OOM-killed.
+func TestDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
+	ns := "e2e-spiral"
+	deployToy(t, ns)
+	before := templateJSON(t, ns)
+	exp := experiment(t, "death-spiral.yaml", ns, func(e *perfv1.PerfExperiment) {
+		e.Spec.Warmup = &perfv1.WarmupSpec{QPS: 40, Duration: "20s"}
+		e.Spec.Windows = perfv1.WindowsSpec{Baseline: "3m", Treatment: "8m", Settle: "0s"}
+		e.Spec.Metrics.Interval = "10s"
+	})
+	if err := k8s.Create(ctx(t), exp); err != nil {
+		t.Fatal(err)
+	}
+	done := runUntil(t, client.ObjectKeyFromObject(exp), 15*time.Minute, "the guardrail to abort", terminal)
+	if done.Status.Phase != perfv1.PhaseAborted || done.Status.Abort == nil {
+		t.Fatalf("phase %s, abort %+v; want Aborted by a heap guardrail", done.Status.Phase, done.Status.Abort)
+	}
+	ab := done.Status.Abort
+	if ab.Reason != perfv1.ReasonHeapGrowth && ab.Reason != perfv1.ReasonMemoryLimit {
+		t.Fatalf("aborted for %s (%s); want HeapGrowth or MemoryLimit", ab.Reason, ab.Message)
+	}
+	if done.Status.Toggle == nil || done.Status.Toggle.AppliedAt == nil {
+		t.Fatal("no toggle time in status")
+	}
+	// The peak working set per pod over the treatment, against the limit.
+	const limit = 512 << 20
+	var peak int64
+	for _, w := range done.Status.Windows {
+		if w.Series == nil {
+			continue
+		}
+		for _, m := range w.Series.MemoryBytes {
+			peak = max(peak, m)
+		}
+	}
+	t.Logf("abort %s after the toggle: %s — %s; peak memory per pod %.0f MiB of the %d MiB limit (%.0f %%)",
+		ab.At.Sub(done.Status.Toggle.AppliedAt.Time).Round(time.Second), ab.Reason, ab.Message,
+		float64(peak)/(1<<20), limit>>20, 100*float64(peak)/limit)
+	if peak >= limit*3/4 {
+		t.Errorf("peak memory %d MiB is not well below the %d MiB limit", peak>>20, limit>>20)
+	}
+	assertNoRestarts(t, ns)
+	for _, p := range toyPods(t, ns) {
+		if s := switchState(t, p, "memory-tracking"); s != "off" {
+			t.Errorf("pod %s: memory tracking %s after the abort", p.Name, s)
+		}
+	}
+	assertTargetRestored(t, ns, before)
+	assertNoJobs(t, ns)
+}
+
+// An env toggle rolls the pods: rollout and settle under load, treatment,
+// revert and the rollout back; the template ends byte-for-byte as it was.
+func TestEnvToggleRollsAndReverts(t *testing.T) {
+	ns := "e2e-env"
+	deployToy(t, ns)
+	before := templateJSON(t, ns)
+	exp := experiment(t, "profiling-overhead-env.yaml", ns, short(100))
+	if err := k8s.Create(ctx(t), exp); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(exp)
+	// While the toggle is on, the pods run with PROFILING=on.
+	runUntil(t, key, 6*time.Minute, "the treatment window", func(e *perfv1.PerfExperiment) bool {
+		return e.Status.Phase == perfv1.PhaseTreatment
+	})
+	for _, p := range toyPods(t, ns) {
+		if !hasEnv(p, "PROFILING", "on") {
+			t.Errorf("pod %s in the treatment window has no PROFILING=on", p.Name)
+		}
+	}
+	done := runUntil(t, key, 6*time.Minute, "the run to end", terminal)
+	if done.Status.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s: %+v", done.Status.Phase, done.Status.Abort)
+	}
+	cpu := done.Status.Summary[0].CPU
+	t.Logf("env toggle: CPU overhead %+.1f%% [%+.1f, %+.1f]", 100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh)
+	assertTargetRestored(t, ns, before)
+	eventually(t, 2*time.Minute, "pods rolled back", func() (bool, string) {
+		pods := toyPods(t, ns)
+		for _, p := range pods {
+			if hasEnv(p, "PROFILING", "on") {
+				return false, "pod " + p.Name + " still has PROFILING=on"
+			}
+		}
+		return len(pods) == 2, "pods running"
+	})
+	assertNoJobs(t, ns)
+}
+
+func hasEnv(p corev1.Pod, name, value string) bool {
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == name && e.Value == value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The operator's pod is killed while the toggle is on; the new one carries on
+// from the persisted status. Then the experiment is deleted mid-run: the
+// toggle is reverted, the lock released and every k6 Job removed.
+func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
+	ns := "e2e-crash"
+	deployToy(t, ns)
+	before := templateJSON(t, ns)
+	exp := experiment(t, "profiling-overhead.yaml", ns, func(e *perfv1.PerfExperiment) {
+		short(100)(e)
+		e.Spec.Windows.Treatment = "5m" // long enough to act in
+	})
+	if err := k8s.Create(ctx(t), exp); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(exp)
+	runUntil(t, key, 6*time.Minute, "the toggle to be on", func(e *perfv1.PerfExperiment) bool {
+		return e.Status.Phase == perfv1.PhaseTreatment && e.Status.Toggle != nil && e.Status.Toggle.Applied
+	})
+	for _, p := range toyPods(t, ns) {
+		if s := switchState(t, p, "profiling"); s != "on" {
+			t.Fatalf("pod %s: profiling %s in the treatment window", p.Name, s)
+		}
+	}
+
+	killOperator(t)
+	// The new operator keeps the run going: the treatment window's Job still
+	// runs, the toggle stays on, nothing is re-applied or restarted.
+	time.Sleep(15 * time.Second)
+	var mid perfv1.PerfExperiment
+	if err := k8s.Get(ctx(t), key, &mid); err != nil {
+		t.Fatal(err)
+	}
+	if mid.Status.Phase != perfv1.PhaseTreatment || !mid.Status.Toggle.Applied {
+		t.Fatalf("after the operator restart: phase %s, toggle applied %v", mid.Status.Phase, mid.Status.Toggle.Applied)
+	}
+
+	if err := k8s.Delete(ctx(t), &mid); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the experiment to be gone", func() (bool, string) {
+		err := k8s.Get(ctx(t), key, &perfv1.PerfExperiment{})
+		if ignoreNotFound(err) != nil {
+			return false, err.Error()
+		}
+		return err != nil, "still there (finalizer)"
+	})
+	for _, p := range toyPods(t, ns) {
+		if s := switchState(t, p, "profiling"); s != "off" {
+			t.Errorf("pod %s: profiling %s after deletion", p.Name, s)
+		}
+	}
+	assertTargetRestored(t, ns, before)
+	assertNoJobs(t, ns)
+}
+
+// killOperator deletes the operator's pod with no grace period (a crash) and
+// waits for its replacement to be ready.
+func killOperator(t *testing.T) {
+	t.Helper()
+	var pods corev1.PodList
+	sel := client.MatchingLabels{"app.kubernetes.io/name": "perf-operator"}
+	if err := k8s.List(ctx(t), &pods, client.InNamespace(operatorNamespace), sel); err != nil || len(pods.Items) == 0 {
+		t.Fatalf("operator pods: %v (%d)", err, len(pods.Items))
+	}
+	old := map[string]bool{}
+	for _, p := range pods.Items {
+		old[p.Name] = true
+		zero := int64(0)
+		if err := k8s.Delete(ctx(t), &p, &client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("killed operator pod(s) %v", old)
+	eventually(t, 3*time.Minute, "a new operator pod to be ready", func() (bool, string) {
+		var now corev1.PodList
+		if err := k8s.List(ctx(t), &now, client.InNamespace(operatorNamespace), sel); err != nil {
+			return false, err.Error()
+		}
+		for _, p := range now.Items {
+			if old[p.Name] || p.DeletionTimestamp != nil {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					return true, ""
+				}
+			}
+		}
+		return false, "no new ready pod"
+	})
+}
+
