@@ -93,9 +93,12 @@ func (x *decider) measureSamples() bool {
 		m.LastError = ""
 		x.advanceSampleTime(t)
 		// A point belongs to a window only when the period its CPU is averaged
-		// over lies wholly inside it; otherwise it still carries the load (and
-		// toggle state) of what came before the window.
-		if w := x.openMeasured(); w != nil && w.Start != nil && !averagedSince(group).Before(w.Start.Time) {
+		// over lies wholly inside the window after its first sampling interval.
+		// Before that it still carries the load (and toggle state) of what came
+		// before the window, or k6 starting up: the window starts when its pods'
+		// containers start, and k6 needs a moment (seconds on a busy node) before
+		// its first request.
+		if w := x.openMeasured(); w != nil && w.Start != nil && !averagedSince(group).Before(w.Start.Add(x.interval())) {
 			x.addPoint(w, group)
 		}
 		// Before the first toggle the samples only teach the guardrail each
@@ -218,6 +221,15 @@ func nanToZero(v float64) float64 {
 		return 0
 	}
 	return v
+}
+
+// interval is the sampling interval (spec.metrics.interval, defaulted).
+func (x *decider) interval() time.Duration {
+	d, err := x.spec.Metrics.Interval.Parse()
+	if err != nil || d <= 0 {
+		d, _ = perfv1.DefaultMetricsInterval.Parse()
+	}
+	return d
 }
 
 // averagedSince is the start of the period an instant's CPU values average
