@@ -2,18 +2,33 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test unit envtest tools prometheus generate verify-generated vet build images
+.PHONY: all quickstart test e2e cluster-up cluster-down tools prometheus generate verify-generated vet build images
 
 all: build
 
-## quickstart: the README's main job: the example experiment on a local control plane.
+## quickstart: the README's main job: the profiling-overhead example run for real on
+## the local single-node cluster (or KUBECONFIG's), ending with its report.
 quickstart:
 	hack/quickstart.sh
 
 ## test: everything CI runs: generated files, vet, unit tests and envtest suites.
+## (The e2e suite on a real cluster is `make e2e`; it joins `test` once it has
+## passed in a clean CI run.)
 test: tools prometheus verify-generated vet
 	go test -count=1 ./...
 	cd hack/image && go test -count=1 ./...
+
+## e2e: the local examples on a real single-node cluster (test/e2e). The suite runs
+## hack/local.sh up and down itself; E2E_KUBECONFIG uses an existing cluster instead,
+## E2E_KEEP=1 leaves the local one running.
+e2e:
+	go test -tags e2e -count=1 -timeout 75m -v ./test/e2e
+
+## cluster-up, cluster-down: the local cluster with the operator installed, by hand.
+cluster-up:
+	hack/local.sh up
+cluster-down:
+	hack/local.sh down
 
 ## prometheus: install Debian's prometheus package (server and promtool) for
 ## internal/metrics' real-Prometheus tests, unless both are on PATH. The tests run
@@ -37,6 +52,7 @@ vet:
 	@out="$$(gofmt -l api cmd controllers examples internal hack test)"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	go vet -tags e2e ./test/e2e
 	cd hack/image && go vet ./...
 
 build:

@@ -479,7 +479,7 @@ up() {
     --bind-address "${NODE_IP}" --secure-port 4443 \
     --tls-cert-file "${PKI}/metrics-server.crt" --tls-private-key-file "${PKI}/metrics-server.key" \
     --kubelet-certificate-authority "${PKI}/ca.crt" \
-    --kubelet-preferred-address-types InternalIP --metric-resolution 15s
+    --kubelet-preferred-address-types InternalIP --metric-resolution 10s --kubelet-request-timeout 5s
 
   wait_for 120 "node ${NODE} Ready" node_ready
   # Pods in a namespace need its default ServiceAccount and the root CA ConfigMap,

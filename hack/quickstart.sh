@@ -1,83 +1,76 @@
 #!/usr/bin/env bash
-# hack/quickstart.sh is the README's main job: it builds what it needs from source,
-# starts a local control plane (kube-apiserver + etcd, CRDs installed), runs the
-# operator against it, applies the profiling-overhead example and shows it
-# accepted, shows that an invalid manifest is refused naming the field, and tears
-# everything down. Set KUBECONFIG to use an existing cluster instead (the CRD is
-# then applied to it first).
+# hack/quickstart.sh is the README's main job: one real experiment, end to end.
 #
-# The local control plane has no kubelet: the experiment is accepted and
-# reconciled but no load runs. Later work grows this into a real single-node run.
+#   1. hack/local.sh up: builds everything from pinned Go modules and Debian packages,
+#      brings up the local single-node cluster (unless KUBECONFIG names one) and
+#      installs the operator with its Helm chart;
+#   2. deploys the sample target (examples/local/toy.yaml) and applies the example
+#      (EXAMPLE, default examples/local/profiling-overhead.yaml);
+#   3. follows it to the end, printing each phase, and prints `kubectl perf report`;
+#      the plot goes to .state/quickstart/<name>.svg;
+#   4. stops the local cluster (KEEP=1 leaves it running; `make cluster-down` stops it).
+#
+# It exits non-zero unless the experiment ends Succeeded.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 STATE="${ROOT}/.state/quickstart"
 mkdir -p "${STATE}"
-EXAMPLE="${EXAMPLE:-examples/profiling-overhead.yaml}"
+EXAMPLE="${EXAMPLE:-examples/local/profiling-overhead.yaml}"
+TIMEOUT="${TIMEOUT:-1800}" # seconds the experiment may take
 
-hack/tools.sh kube
-KUBECTL="${ROOT}/bin/kubectl"
-go build -o "${STATE}/manager" ./cmd/manager
-go build -o "${STATE}/controlplane" ./hack/controlplane
-
-pids=()
+started_local=""
+[[ -z "${KUBECONFIG:-}" ]] && started_local=yes
 cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "${pid}" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "${pid}" 2>/dev/null || true; done
+  if [[ -n "${started_local}" && -z "${KEEP:-}" ]]; then
+    echo "==> stopping the local cluster (KEEP=1 leaves it running)"
+    hack/local.sh down || true
+  fi
 }
 trap cleanup EXIT
 
-if [[ -z "${KUBECONFIG:-}" ]]; then
-  export KUBECONFIG="${STATE}/kubeconfig"
-  rm -f "${KUBECONFIG}"
-  echo "==> starting a local control plane (logs: ${STATE}/controlplane.log)"
-  "${STATE}/controlplane" --write-kubeconfig "${KUBECONFIG}" >"${STATE}/controlplane.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 300); do
-    [[ -s "${KUBECONFIG}" ]] && break
-    kill -0 "${pids[0]}" 2>/dev/null || { cat "${STATE}/controlplane.log"; exit 1; }
-    sleep 0.2
-  done
-  [[ -s "${KUBECONFIG}" ]] || { echo "control plane did not start; see ${STATE}/controlplane.log" >&2; exit 1; }
-else
-  echo "==> using the cluster of KUBECONFIG=${KUBECONFIG}; installing the CRD"
-  "${KUBECTL}" apply --server-side -f config/crd/bases/
-fi
-"${KUBECTL}" wait --for condition=Established --timeout=60s crd/perfexperiments.perfexp.dev
-
-echo "==> starting the operator (logs: ${STATE}/manager.log)"
-"${STATE}/manager" --metrics-bind-address=0 --health-probe-bind-address=127.0.0.1:0 >"${STATE}/manager.log" 2>&1 &
-pids+=($!)
+t0=${SECONDS}
+echo "==> bringing up the cluster and installing the operator (hack/local.sh up)"
+hack/local.sh up
+[[ -n "${started_local}" ]] && export KUBECONFIG="${ROOT}/.state/cluster/admin.kubeconfig"
+KUBECTL="${ROOT}/bin/kubectl"
+go build -o "${STATE}/kubectl-perf" ./cmd/kubectl-perf
+echo "    ready after $((SECONDS - t0))s"
 
 NS="$(sed -n 's/^  namespace: *//p' "${EXAMPLE}" | head -1)"
-NS="${NS:-default}"
-"${KUBECTL}" create namespace "${NS}" --dry-run=client -o yaml | "${KUBECTL}" apply -f - >/dev/null
+NAME="$(sed -n 's/^  name: *//p' "${EXAMPLE}" | head -1)"
+if [[ "${NS}" == perf-demo ]]; then
+  echo "==> the sample target: kubectl apply -f examples/local/toy.yaml"
+  "${KUBECTL}" apply -f examples/local/toy.yaml
+  "${KUBECTL}" -n "${NS}" rollout status deployment/toy --timeout=180s
+fi
+# A rerun starts the experiment afresh.
+"${KUBECTL}" -n "${NS}" delete perfexperiment "${NAME}" --ignore-not-found --wait=true >/dev/null
 
 echo "==> kubectl apply -f ${EXAMPLE}"
 "${KUBECTL}" apply -f "${EXAMPLE}"
+start=${SECONDS}
+last=""
+while :; do
+  line="$("${KUBECTL}" -n "${NS}" get perfexperiment "${NAME}" \
+    -o jsonpath='{.status.phase} {.status.currentStage}{range .status.conditions[?(@.type=="Reconciling")]} — {.message}{end}')"
+  phase="${line%% *}"
+  if [[ "${line}" != "${last}" ]]; then
+    printf '    %4ds  %s\n' "$((SECONDS - start))" "${line}"
+    last="${line}"
+  fi
+  case "${phase}" in Succeeded | Failed | Aborted) break ;; esac
+  if (( SECONDS - start > TIMEOUT )); then
+    echo "quickstart: the experiment did not end within ${TIMEOUT}s" >&2
+    exit 1
+  fi
+  sleep 5
+done
+
 echo
-echo "==> kubectl get perfexperiments -n ${NS}"
-"${KUBECTL}" get perfexperiments -n "${NS}"
+echo "==> kubectl perf report -n ${NS} ${NAME}"
+"${STATE}/kubectl-perf" report -n "${NS}" "${NAME}" --plot "${STATE}/${NAME}.svg" | tee "${STATE}/${NAME}.txt"
 echo
-echo "==> the operator's preflight: it stalls, with the reason, rather than touch a missing target"
-"${KUBECTL}" wait -n "${NS}" --for=condition=Stalled --timeout=60s perfexperiment --all >/dev/null
-"${KUBECTL}" get perfexperiments -n "${NS}" -o jsonpath='{range .items[*]}{.metadata.name}: phase={.status.phase}{range .status.conditions[?(@.type=="Stalled")]} Stalled={.status} reason={.reason} message="{.message}"{end}{"\n"}{end}'
-echo
-echo "==> the plan as stored (defaults filled in by the apiserver)"
-"${KUBECTL}" get perfexperiments -n "${NS}" -o jsonpath='{range .items[*]}{.metadata.name}: stages={.spec.stages[*].qps} windows={.spec.windows} toggle={.spec.toggle}{"\n"}{end}'
-echo
-echo "==> an invalid manifest is refused at apply, naming the field"
-if sed -e 's/- {qps: 500}/- {qps: 0}/' -e 's/name: profiling-overhead$/name: invalid-example/' "${EXAMPLE}" \
-    | "${KUBECTL}" apply -f - 2>"${STATE}/refused.txt"; then
-  echo "expected the invalid manifest to be refused" >&2
-  exit 1
-fi
-cat "${STATE}/refused.txt"
-echo
-echo "==> kubectl explain perfexperiment.spec.toggle"
-"${KUBECTL}" explain perfexperiment.spec.toggle >"${STATE}/explain.txt"
-head -20 "${STATE}/explain.txt"
-echo
-echo "quickstart: OK: the example was accepted, the operator reconciled it and stalled with a clear reason, and an invalid manifest was refused."
-echo "(This control plane has no nodes, so no target or load can run; see the README's Status section.)"
+echo "plot: ${STATE#"${ROOT}/"}/${NAME}.svg   report: ${STATE#"${ROOT}/"}/${NAME}.txt   total: $((SECONDS - t0))s"
+[[ "${phase}" == Succeeded ]] || { echo "quickstart: the experiment ended ${phase}" >&2; exit 1; }
