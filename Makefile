@@ -11,12 +11,12 @@ all: build
 quickstart:
 	hack/quickstart.sh
 
-## test: everything CI runs: generated files, vet, unit tests and envtest suites.
-## (The e2e suite on a real cluster is `make e2e`; it joins `test` once it has
-## passed in a clean CI run.)
+## test: everything CI runs: generated files, vet, unit tests, envtest suites, and the
+## e2e suite on a real local cluster (needs root; brings it up and down itself).
 test: tools prometheus verify-generated vet
 	go test -count=1 ./...
 	cd hack/image && go test -count=1 ./...
+	$(MAKE) e2e
 
 ## e2e: the local examples on a real single-node cluster (test/e2e). The suite runs
 ## hack/local.sh up and down itself; E2E_KUBECONFIG uses an existing cluster instead,
