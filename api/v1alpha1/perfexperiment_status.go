@@ -238,6 +238,12 @@ type WindowSeries struct {
 	// Missing counts the samples that could not be taken during the window.
 	// +optional
 	Missing int32 `json:"missing,omitempty"`
+	// LeftOut counts the samples taken during the window but kept out of its
+	// series on purpose: those of its first sampling interval (k6 starting up)
+	// and those whose CPU averages over the window's start. They are not missing
+	// metrics.
+	// +optional
+	LeftOut int32 `json:"leftOut,omitempty"`
 }
 
 // MeasurementStatus is the sampling state, kept so an operator restart resumes it.

@@ -128,6 +128,29 @@ func TestSamplesAveragedOverTheWindowStartAreLeftOut(t *testing.T) {
 	}
 }
 
+// The samples a window leaves out on purpose (its first interval, and those
+// averaged over its start) are not missing metrics: the shortest windows the CRD
+// allows, sampled with a rate range as long as the interval, stay valid.
+func TestLeftOutSamplesDoNotInvalidateShortWindows(t *testing.T) {
+	exp := seedExperiment()
+	exp.Spec.Windows = perfv1.WindowsSpec{Baseline: "4m", Treatment: "4m", Settle: "1m"}
+	w := newWorld(t, exp)
+	w.cpuWindow = time.Minute
+	w.runToEnd()
+	st := w.exp.Status
+	if st.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s, abort %+v", st.Phase, st.Abort)
+	}
+	for _, win := range st.Windows {
+		if win.Variant != perfv1.VariantBaseline && win.Variant != perfv1.VariantTreatment {
+			continue
+		}
+		if win.Valid == nil || !*win.Valid {
+			t.Errorf("window %d/%s flagged invalid: %v", win.Stage, win.Variant, win.Invalid)
+		}
+	}
+}
+
 func TestStatusLostAtAnyDecisionChangesNothing(t *testing.T) {
 	for _, mk := range []func() *perfv1.PerfExperiment{seedExperiment, envExperiment} {
 		ref := newWorld(t, mk())

@@ -98,8 +98,12 @@ func (x *decider) measureSamples() bool {
 		// before the window, or k6 starting up: the window starts when its pods'
 		// containers start, and k6 needs a moment (seconds on a busy node) before
 		// its first request.
-		if w := x.openMeasured(); w != nil && w.Start != nil && !averagedSince(group).Before(w.Start.Add(x.interval())) {
-			x.addPoint(w, group)
+		if w := x.openMeasured(); w != nil && w.Start != nil && !t.Before(w.Start.Time) {
+			if averagedSince(group).Before(w.Start.Add(x.interval())) {
+				x.series(w).LeftOut++
+			} else {
+				x.addPoint(w, group)
+			}
 		}
 		// Before the first toggle the samples only teach the guardrail each
 		// pod's healthy sawtooth; from the first toggle on every sample is judged.

@@ -286,7 +286,8 @@ func (x *decider) measurementProblems(rec *perfv1.WindowStatus, w k6.Window) []s
 		expected := int(w.Duration / interval)
 		covered := 0
 		if s := rec.Series; s != nil {
-			covered = len(s.CPUMillicores) * int(s.StepSeconds) / int(math.Max(1, interval.Seconds()))
+			// Samples left out on purpose were taken: they are not missing.
+			covered = len(s.CPUMillicores)*int(s.StepSeconds)/int(math.Max(1, interval.Seconds())) + int(s.LeftOut)
 		}
 		// One sample may fall outside the window at either edge.
 		if covered*5 < (expected-1)*4 {
