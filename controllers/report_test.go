@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/testenv"
 )
@@ -24,21 +22,11 @@ func reportOnFinishedRun(t *testing.T, exp *perfv1.PerfExperiment) {
 	t.Helper()
 	dir := t.TempDir()
 	plugin := filepath.Join(dir, "kubectl-perf")
-	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-perf")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building kubectl-perf: %v\n%s", err, out)
-	}
-	user, err := env.AddUser(envtest.User{Name: "report-reader", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
+	if err := testenv.GoBuild(plugin, "./cmd/kubectl-perf"); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := user.KubeConfig()
+	kubeconfig, err := env.AdminKubeconfig(dir, "report-reader")
 	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	report := func(args ...string) string {

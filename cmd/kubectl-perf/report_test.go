@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/testenv"
@@ -58,21 +57,11 @@ func cluster(t *testing.T) client.Client {
 		if clusterErr != nil {
 			return
 		}
-		var user *envtest.AuthenticatedUser
-		user, clusterErr = clusterEnv.AddUser(envtest.User{Name: "perf-admin", Groups: []string{"system:masters"}}, nil)
-		if clusterErr != nil {
-			return
-		}
-		var b []byte
-		if b, clusterErr = user.KubeConfig(); clusterErr != nil {
-			return
-		}
 		var dir string
 		if dir, clusterErr = os.MkdirTemp("", "kubectl-perf-test"); clusterErr != nil {
 			return
 		}
-		kubeconfig = filepath.Join(dir, "kubeconfig")
-		if clusterErr = os.WriteFile(kubeconfig, b, 0o600); clusterErr != nil {
+		if kubeconfig, clusterErr = clusterEnv.AdminKubeconfig(dir, "perf-admin"); clusterErr != nil {
 			return
 		}
 		k8s, clusterErr = client.New(clusterEnv.Config, client.Options{})

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"perfexp.dev/perf-operator/internal/testenv"
 )
 
 // This file runs a real Prometheus server (Debian's package, installed by
@@ -193,36 +194,6 @@ func realPrometheus(t *testing.T) *promServer {
 	return promShared
 }
 
-// prometheusBinaries finds prometheus and promtool on PATH or runs
-// hack/prometheus.sh, which installs them and prints their paths.
-func prometheusBinaries(t *testing.T) (prom, tool string, err error) {
-	prom, err1 := exec.LookPath("prometheus")
-	tool, err2 := exec.LookPath("promtool")
-	if err1 == nil && err2 == nil {
-		return prom, tool, nil
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "hack", "prometheus.sh"))
-	if err != nil {
-		return "", "", err
-	}
-	t.Logf("prometheus/promtool not on PATH: running %s", script)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, script)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	began := time.Now()
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("%s failed (%v); run it by hand to install Debian's prometheus package: %s", script, err, tail(stderr.String(), 2000))
-	}
-	t.Logf("hack/prometheus.sh took %s", time.Since(began).Round(time.Millisecond))
-	lines := strings.Fields(strings.TrimSpace(stdout.String()))
-	if len(lines) < 2 {
-		return "", "", fmt.Errorf("%s printed %q, want the paths of prometheus and promtool", script, stdout.String())
-	}
-	return lines[len(lines)-2], lines[len(lines)-1], nil
-}
-
 func tail(s string, n int) string {
 	if len(s) > n {
 		return "…" + s[len(s)-n:]
@@ -232,7 +203,7 @@ func tail(s string, n int) string {
 
 func startPrometheus(t *testing.T) (_ *promServer, err error) {
 	began := time.Now()
-	prom, tool, err := prometheusBinaries(t)
+	prom, tool, err := testenv.PrometheusBinaries(t.Logf)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package chart
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -24,24 +21,11 @@ import (
 // prometheus package with hack/prometheus.sh (as `make test` does up front).
 func promtool(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
+	_, tool, err := testenv.PrometheusBinaries(t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
-	script := filepath.Join(testenv.RepoRoot(), "hack", "prometheus.sh")
-	t.Logf("promtool not on PATH: running %s", script)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, script)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s failed (%v); run it by hand (or `make prometheus`) to install promtool: %s", script, err, stderr.String())
-	}
-	lines := strings.Fields(stdout.String())
-	if len(lines) < 2 {
-		t.Fatalf("%s printed %q, want the paths of prometheus and promtool", script, stdout.String())
-	}
-	return lines[len(lines)-1]
+	return tool
 }
 
 // ruleGroups extracts the rule groups of the rendered PrometheusRule as a

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -130,16 +129,8 @@ func TestSpecIsImmutableOnceStartedExceptAbort(t *testing.T) {
 
 // `kubectl explain` is how SREs read the API; every field must be documented.
 func TestKubectlExplainShowsDocumentedFields(t *testing.T) {
-	user, err := env.AddUser(envtest.User{Name: "explainer", Groups: []string{"system:masters"}}, nil)
+	path, err := env.AdminKubeconfig(t.TempDir(), "explainer")
 	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kubectl := filepath.Join(env.BinaryAssetsDirectory, "kubectl")

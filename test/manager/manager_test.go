@@ -19,7 +19,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -73,18 +72,11 @@ func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	user, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
+	if err := testenv.GoBuild(bin, "./cmd/manager"); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig, _ := user.KubeConfig()
-	kcPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+	kcPath, err := env.AdminKubeconfig(dir, "operator")
+	if err != nil {
 		t.Fatal(err)
 	}
 
