@@ -26,9 +26,8 @@ log() { echo "local: $*" >&2; }
 # target says which cluster: "external" with KUBECONFIG set, else "local".
 target() { if [[ -n "${KUBECONFIG:-}" && "${KUBECONFIG}" != "${LOCAL_KUBECONFIG}" ]]; then echo external; else echo local; fi; }
 
+# images builds every image archive (hack/image.sh builds ociimage and k6 itself).
 images() {
-  hack/tools.sh image
-  hack/tools.sh k6
   hack/image.sh all
 }
 

@@ -13,7 +13,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,6 +63,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	// Every API call is bounded; the tests' contexts (t.Context()) end with them.
+	cfg.Timeout = 30 * time.Second
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
@@ -75,11 +76,4 @@ func down(root string) {
 	cmd := exec.Command(filepath.Join(root, "hack", "local.sh"), "down")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	_ = cmd.Run()
-}
-
-// ctx is a test's context, cancelled when it ends.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	t.Cleanup(cancel)
-	return c
 }

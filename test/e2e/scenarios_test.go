@@ -41,7 +41,7 @@ func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 	deployToy(t, ns)
 	before := templateJSON(t, ns)
 	exp := experiment(t, "profiling-overhead.yaml", ns, short(100))
-	if err := k8s.Create(ctx(t), exp); err != nil {
+	if err := k8s.Create(t.Context(), exp); err != nil {
 		t.Fatal(err)
 	}
 	done := runUntil(t, client.ObjectKeyFromObject(exp), 10*time.Minute, "the run to end", terminal)
@@ -96,7 +96,7 @@ func TestDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
 		// what must stop the leak, at half the container's limit.
 		e.Spec.Guardrails.Heap.MaxUtilization = "50%"
 	})
-	if err := k8s.Create(ctx(t), exp); err != nil {
+	if err := k8s.Create(t.Context(), exp); err != nil {
 		t.Fatal(err)
 	}
 	done := runUntil(t, client.ObjectKeyFromObject(exp), 15*time.Minute, "the guardrail to abort", terminal)
@@ -145,7 +145,7 @@ func TestEnvToggleRollsAndReverts(t *testing.T) {
 	deployToy(t, ns)
 	before := templateJSON(t, ns)
 	exp := experiment(t, "profiling-overhead-env.yaml", ns, short(100))
-	if err := k8s.Create(ctx(t), exp); err != nil {
+	if err := k8s.Create(t.Context(), exp); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(exp)
@@ -199,7 +199,7 @@ func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 		short(100)(e)
 		e.Spec.Windows.Treatment = "5m" // long enough to act in
 	})
-	if err := k8s.Create(ctx(t), exp); err != nil {
+	if err := k8s.Create(t.Context(), exp); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(exp)
@@ -217,19 +217,19 @@ func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 	// runs, the toggle stays on, nothing is re-applied or restarted.
 	time.Sleep(15 * time.Second)
 	var mid perfv1.PerfExperiment
-	if err := k8s.Get(ctx(t), key, &mid); err != nil {
+	if err := k8s.Get(t.Context(), key, &mid); err != nil {
 		t.Fatal(err)
 	}
 	if mid.Status.Phase != perfv1.PhaseTreatment || !mid.Status.Toggle.Applied {
 		t.Fatalf("after the operator restart: phase %s, toggle applied %v", mid.Status.Phase, mid.Status.Toggle.Applied)
 	}
 
-	if err := k8s.Delete(ctx(t), &mid); err != nil {
+	if err := k8s.Delete(t.Context(), &mid); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "the experiment to be gone", func() (bool, string) {
-		err := k8s.Get(ctx(t), key, &perfv1.PerfExperiment{})
-		if ignoreNotFound(err) != nil {
+		err := k8s.Get(t.Context(), key, &perfv1.PerfExperiment{})
+		if client.IgnoreNotFound(err) != nil {
 			return false, err.Error()
 		}
 		return err != nil, "still there (finalizer)"
@@ -249,21 +249,21 @@ func killOperator(t *testing.T) {
 	t.Helper()
 	var pods corev1.PodList
 	sel := client.MatchingLabels{"app.kubernetes.io/name": "perf-operator"}
-	if err := k8s.List(ctx(t), &pods, client.InNamespace(operatorNamespace), sel); err != nil || len(pods.Items) == 0 {
+	if err := k8s.List(t.Context(), &pods, client.InNamespace(operatorNamespace), sel); err != nil || len(pods.Items) == 0 {
 		t.Fatalf("operator pods: %v (%d)", err, len(pods.Items))
 	}
 	old := map[string]bool{}
 	for _, p := range pods.Items {
 		old[p.Name] = true
 		zero := int64(0)
-		if err := k8s.Delete(ctx(t), &p, &client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		if err := k8s.Delete(t.Context(), &p, &client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Logf("killed operator pod(s) %v", old)
 	eventually(t, 3*time.Minute, "a new operator pod to be ready", func() (bool, string) {
 		var now corev1.PodList
-		if err := k8s.List(ctx(t), &now, client.InNamespace(operatorNamespace), sel); err != nil {
+		if err := k8s.List(t.Context(), &now, client.InNamespace(operatorNamespace), sel); err != nil {
 			return false, err.Error()
 		}
 		for _, p := range now.Items {
