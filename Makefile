@@ -36,7 +36,8 @@ cluster-down:
 prometheus:
 	hack/prometheus.sh
 
-## tools: build kube-apiserver, etcd, kubectl and controller-gen into bin/ (cached).
+## tools: build every tool of hack/tools.sh into bin/ (cached): the Kubernetes
+## multi-call binary, etcd, controller-gen, k6, ociimage, Helm, metrics-server, CoreDNS.
 tools:
 	hack/tools.sh all
 
