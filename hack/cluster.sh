@@ -454,7 +454,18 @@ up() {
   sed -e "s|@CA_BUNDLE@|$(base64 -w0 "${PKI}/ca.crt")|" -e "s|@NODE_IP@|${NODE_IP}|" \
     "${ROOT}/hack/cluster/addons.yaml" | kubectl apply --server-side --force-conflicts -f - >/dev/null
 
+  # StaleControllerConsistency (beta, on by default since 1.36) makes the
+  # ReplicaSet and Job controllers requeue, with exponential backoff, while
+  # their informers trail their own writes. On a starved 2-core node the
+  # trailing can last long enough for that backoff to reach minutes, leaving
+  # a ReplicaSet's ready count unsynced. The requeues show locally as "read
+  # version ... is not as new as written version" in the controller-manager
+  # log; the likely result showed in one CI run as a Deployment stuck at 0/2
+  # available for 3 minutes though its pods had started. One
+  # controller-manager on one node is served by the older expectations
+  # mechanism alone.
   start kube-controller-manager "${BIN}/kube-controller-manager" \
+    --feature-gates StaleControllerConsistencyReplicaSet=false,StaleControllerConsistencyJob=false \
     --kubeconfig "${STATE}/controller-manager.kubeconfig" \
     --authentication-kubeconfig "${STATE}/controller-manager.kubeconfig" \
     --authorization-kubeconfig "${STATE}/controller-manager.kubeconfig" \

@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +54,7 @@ func localDocs(t *testing.T, file, ns string) []*unstructured.Unstructured {
 func deployToy(t *testing.T, ns string) {
 	t.Helper()
 	c := t.Context()
+	clearLeftover(t, ns)
 	for _, u := range localDocs(t, "toy.yaml", ns) {
 		if err := k8s.Create(c, u); err != nil {
 			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
@@ -72,6 +74,30 @@ func deployToy(t *testing.T, ns string) {
 		}
 		return d.Status.AvailableReplicas == 2 && d.Status.UpdatedReplicas == 2,
 			fmt.Sprintf("%d/%d available", d.Status.AvailableReplicas, *d.Spec.Replicas)
+	})
+}
+
+// clearLeftover deletes ns if an earlier, interrupted run left it (the local
+// cluster keeps its state across hack/cluster.sh down and up), and waits until
+// it is gone, so every test starts from nothing.
+func clearLeftover(t *testing.T, ns string) {
+	t.Helper()
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := k8s.Delete(t.Context(), obj); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	} else if err != nil {
+		return
+	}
+	t.Logf("namespace %s was left by an earlier run; deleting it", ns)
+	eventually(t, 3*time.Minute, "the leftover namespace to be gone", func() (bool, string) {
+		err := k8s.Get(t.Context(), client.ObjectKey{Name: ns}, obj)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, string(obj.Status.Phase)
 	})
 }
 
@@ -234,19 +260,87 @@ func assertNoRestarts(t *testing.T, ns string) {
 	}
 }
 
-// dumpNamespace logs what a failed test left, for the CI log.
+// dumpNamespace logs what a failed test left, for the CI log: experiment
+// status, events (with counts), then workloads and pods last, so that a
+// truncated log still shows why a pod was not ready, followed by the
+// cluster's own error lines about the namespace.
 func dumpNamespace(t *testing.T, ns string) {
+	c := context.Background()
 	var exps perfv1.PerfExperimentList
-	if err := k8s.List(context.Background(), &exps, client.InNamespace(ns)); err == nil {
+	if err := k8s.List(c, &exps, client.InNamespace(ns)); err == nil {
 		for _, e := range exps.Items {
 			b, _ := yaml.Marshal(e.Status)
 			t.Logf("experiment %s status:\n%s", e.Name, b)
 		}
 	}
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err == nil {
+	if err := k8s.List(c, &events, client.InNamespace(ns)); err == nil {
 		for _, e := range events.Items {
-			t.Logf("event %s %s/%s: %s %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			t.Logf("event %s %s %s/%s: %s ×%d %s", e.LastTimestamp.UTC().Format(time.TimeOnly), e.Type,
+				e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, max(e.Count, 1), e.Message)
 		}
 	}
+	var rss appsv1.ReplicaSetList
+	if err := k8s.List(c, &rss, client.InNamespace(ns)); err == nil {
+		for _, r := range rss.Items {
+			t.Logf("replicaset %s: replicas %d ready %d available %d observedGeneration %d/%d",
+				r.Name, r.Status.Replicas, r.Status.ReadyReplicas, r.Status.AvailableReplicas, r.Status.ObservedGeneration, r.Generation)
+		}
+	}
+	var deps appsv1.DeploymentList
+	if err := k8s.List(c, &deps, client.InNamespace(ns)); err == nil {
+		for _, d := range deps.Items {
+			t.Logf("deployment %s: updated %d ready %d available %d observedGeneration %d/%d",
+				d.Name, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.ObservedGeneration, d.Generation)
+			for _, cond := range d.Status.Conditions {
+				t.Logf("  condition %s=%s %s: %s (updated %s)", cond.Type, cond.Status, cond.Reason, cond.Message, cond.LastUpdateTime.UTC().Format(time.TimeOnly))
+			}
+		}
+	}
+	var pods corev1.PodList
+	if err := k8s.List(c, &pods, client.InNamespace(ns)); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("pod %s: %s on %q ip %s", p.Name, p.Status.Phase, p.Spec.NodeName, p.Status.PodIP)
+			for _, cond := range p.Status.Conditions {
+				t.Logf("  condition %s=%s %s (since %s)", cond.Type, cond.Status, cond.Reason, cond.LastTransitionTime.UTC().Format(time.TimeOnly))
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				t.Logf("  container %s: ready %t restarts %d state %s", cs.Name, cs.Ready, cs.RestartCount, containerState(cs.State))
+			}
+		}
+	}
+	for _, component := range []string{"kube-controller-manager", "kubelet"} {
+		for _, line := range errorLines(component, ns, 15) {
+			t.Logf("%s: %s", component, line)
+		}
+	}
+}
+
+func containerState(s corev1.ContainerState) string {
+	switch {
+	case s.Running != nil:
+		return "running since " + s.Running.StartedAt.UTC().Format(time.TimeOnly)
+	case s.Waiting != nil:
+		return "waiting: " + s.Waiting.Reason + " " + s.Waiting.Message
+	case s.Terminated != nil:
+		return fmt.Sprintf("terminated: %s exit %d", s.Terminated.Reason, s.Terminated.ExitCode)
+	}
+	return "unknown"
+}
+
+// errorLines is the last n error or warning lines that name ns in a local
+// cluster component's log (hack/cluster.sh keeps them in .state/cluster/logs);
+// none when the suite runs against another cluster.
+func errorLines(component, ns string, n int) []string {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), ".state", "cluster", "logs", component+".log"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if (strings.HasPrefix(l, "E") || strings.HasPrefix(l, "W")) && strings.Contains(l, ns) {
+			out = append(out, l[:min(len(l), 400)])
+		}
+	}
+	return out[max(0, len(out)-n):]
 }
