@@ -37,7 +37,7 @@ func (r *PerfExperimentReconciler) execute(ctx context.Context, exp *perfv1.Perf
 	// before its first request: later requests of the same decision are bound by
 	// the first. The abort that reacts to a refused toggle is decided on the
 	// experiment the refused apply was checked against, in the same reconcile.
-	checked := exp.Spec.Toggle.HTTP == nil || reactsToToggleFailure(exp, d)
+	checked := exp.Spec.Toggle.RollsPods() || reactsToToggleFailure(exp, d)
 	for _, a := range d.Actions {
 		var err error
 		switch a.Kind {
@@ -149,12 +149,43 @@ func unlock(exp *perfv1.PerfExperiment, dep *appsv1.Deployment) {
 // requests to the ready target pods.
 func (r *PerfExperimentReconciler) toggle(ctx context.Context, exp *perfv1.PerfExperiment, d *engine.Decision, a engine.Action) error {
 	apply := a.Kind == engine.ActionApplyToggle
-	if exp.Spec.Toggle.HTTP != nil {
-		return r.httpToggle(ctx, exp, d, apply)
+	// A runtime revert with no pods to switch back needs no record: a
+	// deleted target leaves none.
+	record := func() (toggle.Record, error) {
+		rec, err := toggle.ParseRecord(a.Original)
+		if err != nil {
+			return rec, fmt.Errorf("original-state record unreadable: %w", err)
+		}
+		return rec, nil
 	}
-	rec, err := toggle.ParseRecord(a.Original)
+	if h := exp.Spec.Toggle.HTTP; h != nil {
+		return r.runtimeToggle(ctx, exp, d, apply, runtimeSwitch{
+			apply:  func(pods []toggle.Pod) ([]string, error) { return r.HTTP.Apply(ctx, h, pods) },
+			revert: func(pods []toggle.Pod) error { return r.HTTP.Revert(ctx, h, pods) },
+		})
+	}
+	if e := exp.Spec.Toggle.Exec; e != nil {
+		// The command runs in the container the record resolved at capture.
+		return r.runtimeToggle(ctx, exp, d, apply, runtimeSwitch{
+			apply: func(pods []toggle.Pod) ([]string, error) {
+				rec, err := record()
+				if err != nil {
+					return nil, err
+				}
+				return r.Exec.Apply(ctx, e, exp.Namespace, rec.Container, pods)
+			},
+			revert: func(pods []toggle.Pod) error {
+				rec, err := record()
+				if err != nil {
+					return err
+				}
+				return r.Exec.Revert(ctx, e, exp.Namespace, rec.Container, pods)
+			},
+		})
+	}
+	rec, err := record()
 	if err != nil {
-		return fmt.Errorf("original-state record unreadable: %w", err)
+		return err
 	}
 	gen, err := r.updateTargetGen(ctx, exp, func(dep *appsv1.Deployment) error {
 		if apply {
@@ -171,13 +202,21 @@ func (r *PerfExperimentReconciler) toggle(ctx context.Context, exp *perfv1.PerfE
 	return nil
 }
 
-func (r *PerfExperimentReconciler) httpToggle(ctx context.Context, exp *perfv1.PerfExperiment, d *engine.Decision, apply bool) error {
+// runtimeSwitch is how a runtime toggle (http or exec) switches a set of pods.
+type runtimeSwitch struct {
+	apply  func([]toggle.Pod) ([]string, error)
+	revert func([]toggle.Pod) error
+}
+
+// runtimeToggle switches the ready target pods on, or switches back those the
+// status says it reached.
+func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, exp *perfv1.PerfExperiment, d *engine.Decision, apply bool, sw runtimeSwitch) error {
 	pods, err := r.targetPods(ctx, exp)
 	if err != nil {
 		return err
 	}
 	if apply {
-		applied, err := r.HTTP.Apply(ctx, exp.Spec.Toggle.HTTP, pods)
+		applied, err := sw.apply(pods)
 		if err != nil {
 			// Apply already reverted the pods it reached; applied lists those
 			// whose revert failed too. The abort that follows reverts them.
@@ -207,7 +246,14 @@ func (r *PerfExperimentReconciler) httpToggle(ctx context.Context, exp *perfv1.P
 			targets = append(targets, p)
 		}
 	}
-	if err := r.HTTP.Revert(ctx, exp.Spec.Toggle.HTTP, targets); err != nil {
+	if len(targets) == 0 {
+		// Nothing to switch back: no pod took the toggle, or all were replaced.
+		if d.Status.Toggle != nil {
+			d.Status.Toggle.Pods = nil
+		}
+		return nil
+	}
+	if err := sw.revert(targets); err != nil {
 		return err
 	}
 	if d.Status.Toggle != nil {

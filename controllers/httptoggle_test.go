@@ -168,7 +168,7 @@ func (a *adminServer) assertOnlyFakePods(wantDials int) {
 func newHTTPDriver(t *testing.T, refuse string) (*driver, *adminServer) {
 	clock := newTestClock()
 	admin := newAdminServer(t, clock, refuse)
-	return newDriverWith(t, clock, admin.sender()), admin
+	return newDriverWith(t, clock, runtimeToggles{http: admin.sender()}), admin
 }
 
 // targetPods creates the target's pods, as the ReplicaSet and the kubelet

@@ -18,7 +18,6 @@ import (
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/k6"
-	"perfexp.dev/perf-operator/internal/toggle"
 )
 
 // step is the fake clock's tick: short windows (20 s, the CRD's minimum) make a
@@ -60,6 +59,8 @@ type driver struct {
 	phases               []perfv1.Phase
 	// step overrides the fake clock's tick (default: step).
 	step time.Duration
+	// rt are the runtime-toggle senders the operator (and each restart) gets.
+	rt runtimeToggles
 }
 
 func (d *driver) stepSize() time.Duration {
@@ -70,7 +71,7 @@ func (d *driver) stepSize() time.Duration {
 }
 
 func newDriver(t *testing.T) *driver {
-	return newDriverWith(t, newTestClock(), toggle.Sender{})
+	return newDriverWith(t, newTestClock(), runtimeToggles{})
 }
 
 func newTestClock() *clocktesting.FakeClock {
@@ -79,9 +80,9 @@ func newTestClock() *clocktesting.FakeClock {
 
 // newDriverWith starts an operator with the given clock and runtime-toggle sender
 // against a fresh simulated cluster, and stops it when the test ends.
-func newDriverWith(t *testing.T, clock *clocktesting.FakeClock, sender toggle.Sender) *driver {
-	d := &driver{t: t, c: newCluster(t, clock), clock: clock, name: "overhead"}
-	d.op = startOperator(t, clock, sender)
+func newDriverWith(t *testing.T, clock *clocktesting.FakeClock, rt runtimeToggles) *driver {
+	d := &driver{t: t, c: newCluster(t, clock), clock: clock, name: "overhead", rt: rt}
+	d.op = startOperator(t, clock, rt)
 	t.Cleanup(func() {
 		if d.op != nil {
 			d.op.stop(t)
@@ -102,7 +103,7 @@ func (d *driver) until(what string, cond func(*perfv1.PerfExperiment) bool) *per
 			if d.restartOnPhaseChange && n > 0 {
 				d.op.stop(d.t)
 				d.restarts++
-				d.op = startOperator(d.t, d.clock, toggle.Sender{})
+				d.op = startOperator(d.t, d.clock, d.rt)
 			}
 		}
 		if cond(exp) {

@@ -130,6 +130,10 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv
 		t.Original = dep.Annotations[perfv1.AnnotationOriginal]
 	} else {
 		captureTarget(exp, dep, t)
+		if exp.Spec.Toggle.Exec != nil && r.Exec.Executor == nil && t.CaptureError == "" {
+			// Refused before anything changes, rather than at the switch.
+			t.Original, t.CaptureError, t.CaptureReason = "", toggle.ErrExecDisabled.Error(), perfv1.ReasonInvalidSpec
+		}
 	}
 	return t, nil
 }

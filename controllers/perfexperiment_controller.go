@@ -53,6 +53,10 @@ type PerfExperimentReconciler struct {
 	Clock     clock.PassiveClock
 	// HTTP sends runtime toggles to the target's pods.
 	HTTP toggle.Sender
+	// Exec runs exec toggles in the target's pods; with no Executor (the
+	// operator was not given the pods/exec right) exec toggles are refused
+	// before anything changes.
+	Exec toggle.Execer
 	// Metrics resolves each experiment's metrics provider.
 	Metrics MetricsSource
 

@@ -67,7 +67,14 @@ type operator struct {
 
 // startOperator runs the reconciler in a manager with the production cache
 // options and the given clock.
-func startOperator(t *testing.T, clock *clocktesting.FakeClock, sender toggle.Sender) *operator {
+// runtimeToggles are the operator's runtime-toggle senders; the zero value
+// reaches pod IPs directly and refuses exec toggles.
+type runtimeToggles struct {
+	http toggle.Sender
+	exec toggle.Execer
+}
+
+func startOperator(t *testing.T, clock *clocktesting.FakeClock, rt runtimeToggles) *operator {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 scheme,
@@ -81,7 +88,7 @@ func startOperator(t *testing.T, clock *clocktesting.FakeClock, sender toggle.Se
 	}
 	r := &controllers.PerfExperimentReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
-		Recorder: mgr.GetEventRecorderFor("perf-operator"), Clock: clock, HTTP: sender,
+		Recorder: mgr.GetEventRecorderFor("perf-operator"), Clock: clock, HTTP: rt.http, Exec: rt.exec,
 		Metrics: metricsFor(clock),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {

@@ -19,6 +19,7 @@ bin/controller-gen rbac:roleName=perf-operator-manager paths=./controllers/... o
 CHART=charts/perf-operator
 cp config/crd/bases/perfexp.dev_perfexperiments.yaml "${CHART}/crds/perfexp.dev_perfexperiments.yaml"
 cp config/rbac/role.yaml "${CHART}/files/manager-role.yaml"
+cp config/rbac/exec/exec_role.yaml "${CHART}/files/exec-role.yaml"
 
 # config/samples holds copies of examples/, so `kubectl apply -k config/samples`
 # works without --load-restrictor (kustomize refuses files outside its directory).

@@ -21,6 +21,7 @@ const (
 	DefaultMetricsInterval    Duration   = "15s"
 	DefaultLoadTimeout        Duration   = "10s"
 	DefaultHTTPToggleTimeout  Duration   = "5s"
+	DefaultExecToggleTimeout  Duration   = "30s"
 	DefaultK6Image                       = "grafana/k6:1.8.1"
 	DefaultK6Parallelism      int32      = 1
 	DefaultErrorRate          Percent    = "5%"
@@ -72,6 +73,9 @@ func (in *PerfExperiment) Default() {
 			h.Scheme = "http"
 		}
 		setDuration(&h.Timeout, DefaultHTTPToggleTimeout)
+	}
+	if e := s.Toggle.Exec; e != nil {
+		setDuration(&e.Timeout, DefaultExecToggleTimeout)
 	}
 	g := &s.Guardrails
 	if g.ErrorRate == "" {
@@ -145,7 +149,7 @@ func (s *PerfExperimentSpec) StageName(i int) string {
 	return strconv.Itoa(int(s.Stages[i].QPS))
 }
 
-// ToggleKind names the toggle's kind: env, jvmOption, args or http ("" if none).
+// ToggleKind names the toggle's kind: env, jvmOption, args, http or exec ("" if none).
 func (t *ToggleSpec) Kind() string {
 	switch {
 	case t.Env != nil:
@@ -156,12 +160,15 @@ func (t *ToggleSpec) Kind() string {
 		return "args"
 	case t.HTTP != nil:
 		return "http"
+	case t.Exec != nil:
+		return "exec"
 	}
 	return ""
 }
 
 // RollsPods reports whether applying the toggle changes the pod template, and so
-// causes a rollout; runtime (http) toggles do not.
+// causes a rollout; runtime (http, exec) toggles do not.
 func (t *ToggleSpec) RollsPods() bool {
-	return t.Kind() != "http"
+	k := t.Kind()
+	return k != "http" && k != "exec"
 }

@@ -98,6 +98,7 @@ func TestDefaultConstants(t *testing.T) {
 		{"DefaultMetricsInterval", DefaultMetricsInterval, Duration("15s")},
 		{"DefaultLoadTimeout", DefaultLoadTimeout, Duration("10s")},
 		{"DefaultHTTPToggleTimeout", DefaultHTTPToggleTimeout, Duration("5s")},
+		{"DefaultExecToggleTimeout", DefaultExecToggleTimeout, Duration("30s")},
 		{"DefaultK6Image", DefaultK6Image, "grafana/k6:1.8.1"},
 		{"DefaultK6Parallelism", DefaultK6Parallelism, int32(1)},
 		{"DefaultErrorRate", DefaultErrorRate, Percent("5%")},
@@ -128,6 +129,19 @@ func TestDefaultWithoutOptionalParts(t *testing.T) {
 	}
 	if in.Spec.Windows.Baseline != DefaultBaseline {
 		t.Errorf("windows.baseline = %q, want %q", in.Spec.Windows.Baseline, DefaultBaseline)
+	}
+}
+
+func TestDefaultExecTimeout(t *testing.T) {
+	in := &PerfExperiment{Spec: PerfExperimentSpec{Toggle: ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}}}}}
+	in.Default()
+	if got := in.Spec.Toggle.Exec.Timeout; got != DefaultExecToggleTimeout {
+		t.Errorf("toggle.exec.timeout = %q, want %q", got, DefaultExecToggleTimeout)
+	}
+	in.Spec.Toggle.Exec.Timeout = "2m"
+	in.Default()
+	if got := in.Spec.Toggle.Exec.Timeout; got != "2m" {
+		t.Errorf("toggle.exec.timeout = %q after defaulting a set value, want 2m", got)
 	}
 }
 
@@ -353,6 +367,7 @@ func TestToggleKind(t *testing.T) {
 		{"jvmOption", ToggleSpec{JVMOption: "-XX:+UseSerialGC"}, "jvmOption", true},
 		{"args", ToggleSpec{Args: []string{"--profiling"}}, "args", true},
 		{"http", ToggleSpec{HTTP: &HTTPToggle{HTTPRequest: HTTPRequest{Path: "/on"}, Port: 8081}}, "http", false},
+		{"exec", ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}}}, "exec", false},
 		{"none", ToggleSpec{}, "", true},
 		{"empty args", ToggleSpec{Args: []string{}}, "", true},
 	} {

@@ -330,7 +330,7 @@ type WindowsSpec struct {
 
 // ToggleSpec is the change under test. Exactly one kind is set.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.env), has(self.jvmOption), has(self.args), has(self.http)].filter(x, x).size() == 1",message="set exactly one toggle kind: env, jvmOption, args or http"
+// +kubebuilder:validation:XValidation:rule="[has(self.env), has(self.jvmOption), has(self.args), has(self.http), has(self.exec)].filter(x, x).size() == 1",message="set exactly one toggle kind: env, jvmOption, args, http or exec"
 type ToggleSpec struct {
 	// Env sets (or removes) an environment variable of the target container. It
 	// rolls the pods.
@@ -357,6 +357,43 @@ type ToggleSpec struct {
 	// to every ready target pod; Revert is sent to switch it back.
 	// +optional
 	HTTP *HTTPToggle `json:"http,omitempty"`
+
+	// Exec switches a feature at run time, without a restart, by running a
+	// command in the target container of every ready target pod (the pods/exec
+	// subresource), such as the JDK's jcmd starting a flight recording; Revert
+	// is run to switch it back. The operator needs the pods/exec right for it,
+	// which the Helm chart grants only with toggles.exec.enabled=true.
+	// +optional
+	Exec *ExecToggle `json:"exec,omitempty"`
+}
+
+// ExecToggle is a runtime switch: a command run in the target container of
+// every ready pod, and its revert. Commands run without a shell; use
+// ["sh", "-c", "..."] where the image has one.
+type ExecToggle struct {
+	// Command switches the feature on. Exit status 0 means success.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	Command []string `json:"command"`
+
+	// Revert switches the feature off again. It is run on every exit path: end of
+	// treatment, abort, guardrail breach and deletion.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	Revert []string `json:"revert"`
+
+	// Timeout of each command in each pod. A command that has not exited by then
+	// counts as failed, and may still have taken effect, so it is reverted.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('5m'))",message="must be between 1s and 5m"
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // EnvToggle sets or removes one environment variable while the toggle is on.

@@ -100,13 +100,13 @@ func validateLoad(s *PerfExperimentSpec, p *field.Path) field.ErrorList {
 
 func validateToggle(t *ToggleSpec, p *field.Path) field.ErrorList {
 	n := 0
-	for _, set := range []bool{t.Env != nil, t.JVMOption != "", len(t.Args) > 0, t.HTTP != nil} {
+	for _, set := range []bool{t.Env != nil, t.JVMOption != "", len(t.Args) > 0, t.HTTP != nil, t.Exec != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return field.ErrorList{field.Invalid(p, "", "set exactly one toggle kind: env, jvmOption, args or http")}
+		return field.ErrorList{field.Invalid(p, "", "set exactly one toggle kind: env, jvmOption, args, http or exec")}
 	}
 	var errs field.ErrorList
 	switch {
@@ -132,6 +132,14 @@ func validateToggle(t *ToggleSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("http", "revert", "path"), t.HTTP.Revert.Path, "must start with /"))
 		}
 		errs = append(errs, durationIn(p.Child("http", "timeout"), t.HTTP.Timeout, 100*time.Millisecond, time.Minute)...)
+	case t.Exec != nil:
+		if len(t.Exec.Command) == 0 || t.Exec.Command[0] == "" {
+			errs = append(errs, field.Invalid(p.Child("exec", "command"), t.Exec.Command, "must name a command to run, such as [jcmd, \"1\", JFR.start]"))
+		}
+		if len(t.Exec.Revert) == 0 || t.Exec.Revert[0] == "" {
+			errs = append(errs, field.Invalid(p.Child("exec", "revert"), t.Exec.Revert, "must name the command that switches the feature back, such as [jcmd, \"1\", JFR.stop]"))
+		}
+		errs = append(errs, durationIn(p.Child("exec", "timeout"), t.Exec.Timeout, time.Second, 5*time.Minute)...)
 	}
 	return errs
 }

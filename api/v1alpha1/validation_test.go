@@ -163,6 +163,9 @@ func TestValidateAccepts(t *testing.T) {
 			s.Load.K6.Parallelism, s.Load.Requests[0].Weight = 20, 1000
 		}},
 		{"http toggle timeout bounds", func(s *PerfExperimentSpec) { s.Toggle.HTTP.Timeout = "100ms" }},
+		{"exec toggle", func(s *PerfExperimentSpec) {
+			s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"jcmd", "1", "JFR.start"}, Revert: []string{"jcmd", "1", "JFR.stop"}, Timeout: "5m"}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -364,6 +367,27 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "http timeout under 100ms",
 			mutate: func(s *PerfExperimentSpec) { s.Toggle.HTTP.Timeout = "99ms" },
 			want:   []string{"spec.toggle.http.timeout"}},
+
+		{name: "exec and http",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle.Exec = &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}}
+			},
+			want: []string{"spec.toggle"}},
+		{name: "exec without command",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = ToggleSpec{Exec: &ExecToggle{Revert: []string{"true"}, Timeout: "30s"}}
+			},
+			want: []string{"spec.toggle.exec.command"}},
+		{name: "exec without revert",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Timeout: "30s"}}
+			},
+			want: []string{"spec.toggle.exec.revert"}},
+		{name: "exec timeout under 1s",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}, Timeout: "500ms"}}
+			},
+			want: []string{"spec.toggle.exec.timeout"}},
 
 		// guardrails
 		{name: "errorRate over 100%",

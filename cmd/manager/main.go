@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
@@ -26,6 +27,7 @@ import (
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/controllers"
+	"perfexp.dev/perf-operator/internal/toggle"
 )
 
 // options are the manager's command-line flags.
@@ -36,6 +38,7 @@ type options struct {
 	leaderElectionNS string
 	watchNamespaces  string
 	shutdownTimeout  time.Duration
+	execToggles      bool
 }
 
 func main() {
@@ -45,6 +48,7 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles at a time (enable when running more than one replica).")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces (cluster-wide RBAC needed).")
+	flag.BoolVar(&o.execToggles, "exec-toggles", false, "Run exec toggles (commands in the target pods through pods/exec); needs the pods/exec create right. Off: experiments with an exec toggle are refused before they change anything.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -102,6 +106,13 @@ func run(o options) error {
 		Recorder:  mgr.GetEventRecorderFor("perf-operator"),
 		Clock:     clock.RealClock{},
 	}
+	if o.execToggles {
+		core, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("creating the core client for exec toggles: %w", err)
+		}
+		r.Exec.Executor = toggle.RemoteExecutor{Config: cfg, Client: core.CoreV1().RESTClient()}
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the PerfExperiment controller: %w", err)
 	}
@@ -120,7 +131,7 @@ func run(o options) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "watchNamespaces", o.watchNamespaces, "leaderElect", o.leaderElect)
+	ctrl.Log.Info("starting manager", "watchNamespaces", o.watchNamespaces, "leaderElect", o.leaderElect, "execToggles", o.execToggles)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

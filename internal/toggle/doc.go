@@ -20,11 +20,13 @@
 //     is needed, so a reconcile that finds the work done writes nothing.
 //   - Errors match sentinels with errors.Is: ErrContainerNotFound,
 //     ErrNotMergeable, ErrInvalidSpec, ErrInvalidRecord.
-//   - An http toggle is captured too, into a record with nothing to restore, so
-//     every kind takes the same preflight; Apply and Revert leave the template
-//     alone for it, and Sender does the work.
+//   - An http or exec toggle is captured too, into a record with nothing to
+//     restore but the resolved container, so every kind takes the same
+//     preflight; Apply and Revert leave the template alone for it, and Sender
+//     or Execer does the work.
 //
-// Runtime toggles (http) are requests to the target's pods, sent by Sender with
-// bounded concurrency; Apply compensates a partial failure itself and reports the
-// pods it could not switch back.
+// Runtime toggles switch the running pods with bounded concurrency: http sends
+// a request to each (Sender), exec runs a command in each pod's container
+// through pods/exec (Execer). Their Apply compensates a partial failure itself
+// and reports the pods it could not switch back.
 package toggle

@@ -9,12 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Kinds of pod-template toggles; the same strings as perfv1.ToggleSpec.Kind.
+// Kinds of toggles; the same strings as perfv1.ToggleSpec.Kind.
 const (
 	KindEnv       = "env"
 	KindJVMOption = "jvmOption"
 	KindArgs      = "args"
 	KindHTTP      = "http"
+	KindExec      = "exec"
 )
 
 // JavaToolOptions is the variable a jvmOption toggle merges into. Every HotSpot
@@ -67,7 +68,7 @@ func errorf(kind error, format string, args ...any) error {
 type Record struct {
 	// Version is the record's format version.
 	Version int `json:"version"`
-	// Kind is the toggle kind: env, jvmOption, args or http.
+	// Kind is the toggle kind: env, jvmOption, args, http or exec.
 	Kind string `json:"kind"`
 	// Container is the resolved name of the toggled container, never empty, so
 	// the record does not depend on which container is first later on.
@@ -165,13 +166,13 @@ func (r Record) validate() error {
 			return errorf(ErrInvalidRecord, "the args toggle record says args were nil but lists %d", len(r.Args.Original))
 		}
 		return nil
-	case KindHTTP:
+	case KindHTTP, KindExec:
 		if r.Args != nil || r.Env != nil {
-			return errorf(ErrInvalidRecord, "the http toggle record must hold no env and no args")
+			return errorf(ErrInvalidRecord, "the %s toggle record must hold no env and no args", r.Kind)
 		}
 		return nil
 	}
-	return errorf(ErrInvalidRecord, "the toggle record has kind %q; want env, jvmOption, args or http", r.Kind)
+	return errorf(ErrInvalidRecord, "the toggle record has kind %q; want env, jvmOption, args, http or exec", r.Kind)
 }
 
 func (e *EnvRecord) validate(kind string) error {

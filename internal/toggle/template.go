@@ -20,7 +20,7 @@ import (
 // containers included, is left as it is found.
 
 // RollsPods reports whether the toggle changes the pod template, and so causes a
-// rollout: env, jvmOption and args do; http (and an empty toggle) do not.
+// rollout: env, jvmOption and args do; http, exec (and an empty toggle) do not.
 func RollsPods(t *perfv1.ToggleSpec) bool {
 	switch t.Kind() {
 	case KindEnv, KindJVMOption, KindArgs:
@@ -53,7 +53,7 @@ func ContainerIndex(tmpl *corev1.PodTemplateSpec, name string) (int, error) {
 // Capture records the original state of the field the toggle changes in the given
 // container ("" for the first). Call it once per experiment, before the first
 // Apply, and keep the result: capturing again after Apply would record the
-// toggled state as the original. An http toggle yields a record with nothing to
+// toggled state as the original. An http or exec toggle yields a record with nothing to
 // restore: only the container is resolved.
 //
 // It sees only the pod template. A JAVA_TOOL_OPTIONS that comes from envFrom or
@@ -87,7 +87,7 @@ func Capture(t *perfv1.ToggleSpec, tmpl *corev1.PodTemplateSpec, container strin
 	case KindArgs:
 		rec.Args = captureArgs(c)
 	}
-	return rec, nil // KindHTTP: nothing in the template to record
+	return rec, nil // KindHTTP, KindExec: nothing in the template to record
 }
 
 // Apply puts the toggle on: it sets the toggled variable or args from the record
@@ -104,7 +104,7 @@ func Apply(t *perfv1.ToggleSpec, tmpl *corev1.PodTemplateSpec, rec Record) error
 	}
 	c := &tmpl.Spec.Containers[i]
 	switch rec.Kind {
-	case KindHTTP:
+	case KindHTTP, KindExec:
 		return nil
 	case KindArgs:
 		c.Args = append(rec.Args.original(), t.Args...)
@@ -139,7 +139,7 @@ func Revert(tmpl *corev1.PodTemplateSpec, rec Record) error {
 	}
 	c := &tmpl.Spec.Containers[i]
 	switch rec.Kind {
-	case KindHTTP:
+	case KindHTTP, KindExec:
 		return nil
 	case KindArgs:
 		c.Args = rec.Args.original()
@@ -170,7 +170,7 @@ func IsApplied(t *perfv1.ToggleSpec, tmpl *corev1.PodTemplateSpec, rec Record) (
 	}
 	c := &tmpl.Spec.Containers[i]
 	switch rec.Kind {
-	case KindHTTP:
+	case KindHTTP, KindExec:
 		return false, nil
 	case KindArgs:
 		return slices.Equal(c.Args, append(rec.Args.original(), t.Args...)), nil
@@ -196,7 +196,7 @@ func IsReverted(tmpl *corev1.PodTemplateSpec, rec Record) (bool, error) {
 	}
 	c := &tmpl.Spec.Containers[i]
 	switch rec.Kind {
-	case KindHTTP:
+	case KindHTTP, KindExec:
 		return true, nil
 	case KindArgs:
 		return slices.Equal(c.Args, rec.Args.Original), nil
@@ -282,13 +282,13 @@ func emptyAs(env []corev1.EnvVar, wasNil bool) []corev1.EnvVar {
 // created while the CRD's validation was not installed.
 func checkSpec(t *perfv1.ToggleSpec) error {
 	n := 0
-	for _, set := range []bool{t.Env != nil, t.JVMOption != "", len(t.Args) > 0, t.HTTP != nil} {
+	for _, set := range []bool{t.Env != nil, t.JVMOption != "", len(t.Args) > 0, t.HTTP != nil, t.Exec != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return errorf(ErrInvalidSpec, "the toggle sets %d kinds; set exactly one of env, jvmOption, args or http", n)
+		return errorf(ErrInvalidSpec, "the toggle sets %d kinds; set exactly one of env, jvmOption, args, http or exec", n)
 	}
 	switch t.Kind() {
 	case KindEnv:

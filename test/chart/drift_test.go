@@ -99,17 +99,30 @@ func TestChartRBACEqualsTheGeneratedRole(t *testing.T) {
 	}
 	var leader rbacv1.Role
 	readYAML(t, filepath.Join(testenv.RepoRoot(), "config", "rbac", "leader_election_role.yaml"), &leader)
+	var exec rbacv1.ClusterRole
+	readYAML(t, filepath.Join(testenv.RepoRoot(), "config", "rbac", "exec", "exec_role.yaml"), &exec)
+	withExec := grants(t, append(slices.Clone(generated.Rules), exec.Rules...))
+	if len(withExec) != len(want)+1 {
+		t.Fatalf("config/rbac/exec/exec_role.yaml should add exactly pods/exec create, adds %d grants", len(withExec)-len(want))
+	}
 
 	for _, tc := range []struct {
 		name    string
 		args    []string
 		kind    string
 		holders []string // namespaces of the manager's roles; "" for cluster-wide
+		exec    bool     // toggles.exec.enabled
 	}{
-		{"cluster", nil, "ClusterRole", []string{""}},
-		{"namespaced", []string{"-f", "test/chart/testdata/namespaced.yaml"}, "Role", []string{"team-a", "team-b"}},
+		{"cluster", nil, "ClusterRole", []string{""}, false},
+		{"namespaced", []string{"-f", "test/chart/testdata/namespaced.yaml"}, "Role", []string{"team-a", "team-b"}, false},
+		{"cluster with exec", []string{"--set", "toggles.exec.enabled=true"}, "ClusterRole", []string{""}, true},
+		{"namespaced with exec", []string{"-f", "test/chart/testdata/exec.yaml"}, "Role", []string{"team-a"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			want := want
+			if tc.exec {
+				want = withExec
+			}
 			objs := render(t, tc.args...)
 			var holders []string
 			for _, r := range find(objs, tc.kind) {
@@ -128,13 +141,19 @@ func TestChartRBACEqualsTheGeneratedRole(t *testing.T) {
 				}
 				for g := range got {
 					if !want[g] {
-						t.Errorf("%s %s/%s grants %v, which config/rbac/role.yaml does not", tc.kind, r.GetNamespace(), r.GetName(), g)
+						t.Errorf("%s %s/%s grants %v, which config/rbac does not (exec %t)", tc.kind, r.GetNamespace(), r.GetName(), g, tc.exec)
 					}
 				}
 			}
 			slices.Sort(holders)
 			if !slices.Equal(holders, tc.holders) {
 				t.Errorf("manager %ss in namespaces %q, want %q", tc.kind, holders, tc.holders)
+			}
+			// The right and the flag that uses it come together.
+			var d appsv1.Deployment
+			into(t, only(t, objs, "Deployment"), &d)
+			if got := slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--exec-toggles"); got != tc.exec {
+				t.Errorf("manager args %q: --exec-toggles present %t, want %t", d.Spec.Template.Spec.Containers[0].Args, got, tc.exec)
 			}
 		})
 	}

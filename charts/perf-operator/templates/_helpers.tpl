@@ -47,7 +47,9 @@ on the scope includes it, so a bad combination fails whatever is rendered.
 perf-operator.managerRules are the manager's RBAC rules: those controller-gen
 generates from the controllers' kubebuilder markers into config/rbac/role.yaml,
 which hack/generate.sh copies to files/manager-role.yaml. The chart never states
-a rule of its own, so it grants exactly what the code declares it needs.
+a rule of its own, so it grants exactly what the code declares it needs. With
+toggles.exec.enabled it adds the pods/exec rule of files/exec-role.yaml (a copy
+of config/rbac/exec/exec_role.yaml).
 */}}
 {{- define "perf-operator.managerRules" -}}
 {{- $role := .Files.Get "files/manager-role.yaml" | fromYaml -}}
@@ -56,4 +58,8 @@ a rule of its own, so it grants exactly what the code declares it needs.
 {{- end -}}
 rules:
 {{ toYaml $role.rules }}
+{{- if .Values.toggles.exec.enabled }}
+{{- $exec := .Files.Get "files/exec-role.yaml" | fromYaml }}
+{{ toYaml $exec.rules }}
+{{- end }}
 {{- end -}}
