@@ -7,6 +7,9 @@
 #   hack/image.sh manager   bin/images/manager.tar  perfexp.dev/perf-operator:dev (cmd/manager)
 #   hack/image.sh k6        bin/images/k6.tar       grafana/k6:1.8.1 (the Jobs' default image)
 #   hack/image.sh pause     bin/images/pause.tar    perfexp.dev/pause:3.10 (sandbox image)
+#   hack/image.sh jvm       bin/images/jvm.tar      perfexp.dev/jvmapp:dev (examples/apps/jvm on
+#                           a Debian root with OpenJDK 17, hack/jvm-rootfs.sh; needs root;
+#                           installs debootstrap and Maven when missing)
 #   hack/image.sh all       every image above
 #
 # FORMAT=oci writes OCI layout archives (named by the io.containerd.image.name
@@ -54,8 +57,26 @@ pause() {
   image pause perfexp.dev/pause:3.10 -entrypoint /pause -user 65535:65535 "${WORK}/pause=/pause"
 }
 
+# jvm: the Java sample app's jar (Maven, from Maven Central) on the JVM root
+# filesystem as its own layer. java is PID 1, so jcmd 1 reaches it through
+# pods/exec (an exec toggle); uid 65532 as in the other images, and JFR and the
+# attach socket need a writable /tmp (an emptyDir in the manifests).
+jvm() {
+  "${ROOT}/hack/jvm-rootfs.sh"
+  if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
+    echo "image.sh: installing maven and a JDK to build examples/apps/jvm" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends maven openjdk-17-jdk-headless >/dev/null
+  fi
+  (cd "${ROOT}/examples/apps/jvm" && mvn -q -B -Dstyle.color=never package -DskipTests)
+  cp "${ROOT}/examples/apps/jvm/target/jvmapp.jar" "${WORK}/jvmapp.jar"
+  image jvm perfexp.dev/jvmapp:dev -layer "${BIN}/jvm-rootfs/rootfs.tar" \
+    -entrypoint /usr/bin/java -arg -jar -arg /app/jvmapp.jar -user 65532:65532 -env "${PATH_ENV}" \
+    "${WORK}/jvmapp.jar=/app/jvmapp.jar"
+}
+
 if [[ $# -eq 0 ]]; then
-  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 "${ROOT}/hack/tools.sh" image
@@ -66,7 +87,8 @@ for target in "$@"; do
     manager) manager ;;
     k6) k6 ;;
     pause) pause ;;
-    all) toy; manager; pause; k6 ;;
-    *) echo "image.sh: unknown image ${target}: want toy, manager, k6, pause or all" >&2; exit 2 ;;
+    jvm) jvm ;;
+    all) toy; manager; pause; k6; jvm ;;
+    *) echo "image.sh: unknown image ${target}: want toy, manager, k6, pause, jvm or all" >&2; exit 2 ;;
   esac
 done

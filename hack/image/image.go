@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -25,9 +27,11 @@ type spec struct {
 	args, env        []string
 	user, workdir    string
 	files            []file
+	layers           []string // tar files below the files' layer, bottom first
 }
 
-// buildImage assembles a one-layer linux/amd64 image on an empty base. The media
+// buildImage assembles a linux/amd64 image on an empty base: the -layer tars,
+// bottom first, then one layer with the files. The media
 // types follow the archive format: Docker's for docker-archive (what docker load
 // expects), OCI's for an OCI archive.
 func buildImage(s spec) (v1.Image, error) {
@@ -46,6 +50,19 @@ func buildImage(s spec) (v1.Image, error) {
 		return nil, err
 	}
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, manifestType), configType)
+	for _, path := range s.layers {
+		l, err := tarball.LayerFromFile(path, tarball.WithMediaType(layerType))
+		if err != nil {
+			return nil, fmt.Errorf("-layer %s: %w", path, err)
+		}
+		base, err = mutate.Append(base, mutate.Addendum{
+			Layer:   l,
+			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "ociimage -layer", Comment: filepath.Base(path)},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:   layer,
 		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "ociimage", Comment: strings.Join(dests(s.files), " ")},

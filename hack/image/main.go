@@ -43,7 +43,7 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 // parseArgs turns the command line into a spec; every error names the argument.
 func parseArgs(args []string, stderr io.Writer) (spec, error) {
 	var s spec
-	var argv, env listFlag
+	var argv, env, layers listFlag
 	fs := flag.NewFlagSet("ociimage", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.out, "o", "", "output archive `OUT.tar` (required)")
@@ -52,16 +52,24 @@ func parseArgs(args []string, stderr io.Writer) (spec, error) {
 	fs.StringVar(&s.entrypoint, "entrypoint", "", "entrypoint `/path` in the image")
 	fs.Var(&argv, "arg", "an argument after the entrypoint (the image's Cmd); repeatable")
 	fs.Var(&env, "env", "an environment variable `K=V`; repeatable")
+	fs.Var(&layers, "layer", "a tar `FILE` added as a layer below the files (a root filesystem, say); repeatable, bottom first")
 	fs.StringVar(&s.user, "user", "", "user the process runs as, e.g. 65532:65532 (default root)")
 	fs.StringVar(&s.workdir, "workdir", "/", "working directory")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ociimage -o OUT.tar -name REF [-format docker|oci] [-entrypoint /path] [-arg X]... [-env K=V]... [-user UID:GID] [-workdir /] SRC=DEST [SRC=DEST ...]")
+		fmt.Fprintln(stderr, "usage: ociimage -o OUT.tar -name REF [-format docker|oci] [-layer FILE.tar]... [-entrypoint /path] [-arg X]... [-env K=V]... [-user UID:GID] [-workdir /] SRC=DEST [SRC=DEST ...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
-	s.args, s.env = argv, env
+	s.args, s.env, s.layers = argv, env, layers
+	for _, l := range s.layers {
+		if st, err := os.Stat(l); err != nil {
+			return s, fmt.Errorf("-layer %q: %w", l, err)
+		} else if !st.Mode().IsRegular() {
+			return s, fmt.Errorf("-layer %q: not a regular file (want a tar)", l)
+		}
+	}
 	switch {
 	case s.out == "":
 		return s, errors.New("missing -o OUT.tar: where to write the archive")

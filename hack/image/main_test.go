@@ -266,3 +266,56 @@ func TestBadArguments(t *testing.T) {
 		t.Errorf("a failed run left %s behind", out)
 	}
 }
+
+// A -layer tar goes below the files' layer, byte for byte, so a root
+// filesystem (the JVM base) and an app's files make one image.
+func TestBaseLayer(t *testing.T) {
+	exe, _ := fixture(t)
+	dir := t.TempDir()
+	base := filepath.Join(dir, "rootfs.tar")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct{ name, body string }{{"etc/os-release", "ID=debian\n"}, {"usr/bin/java", "#!jvm"}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o755, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tw.Write([]byte(f.body))
+	}
+	_ = tw.Close()
+	if err := os.WriteFile(base, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "img.tar")
+	build(t, "-o", out, "-name", "perfexp.dev/jvm-app:dev", "-layer", base, "-entrypoint", "/usr/bin/java", exe+"=/app/app.jar")
+	tag, _ := name.NewTag("perfexp.dev/jvm-app:dev")
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 2 {
+		t.Fatalf("%d layers (%v), want the base and the files", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	if !bytes.Equal(got, buf.Bytes()) {
+		t.Error("the bottom layer is not the -layer tar byte for byte")
+	}
+	var names []string
+	rc, _ = layers[1].Uncompressed()
+	tr := tar.NewReader(rc)
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		names = append(names, h.Name)
+	}
+	if !slices.Contains(names, "app/app.jar") {
+		t.Errorf("top layer holds %q, want app/app.jar", names)
+	}
+
+	var stderr bytes.Buffer
+	if err := run([]string{"-o", out, "-name", "x/y:z", "-layer", filepath.Join(dir, "missing.tar"), exe + "=/a"}, &stderr); err == nil || !strings.Contains(err.Error(), "-layer") {
+		t.Errorf("missing -layer file: %v", err)
+	}
+}
