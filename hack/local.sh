@@ -2,7 +2,7 @@
 # hack/local.sh puts the operator on a real cluster: the README's main job and the e2e
 # suite start here.
 #
-#   hack/local.sh up    build the images (operator, k6, toy app, pause), bring up the
+#   hack/local.sh up    build the images (operator, k6, toy and JVM apps, pause), bring up the
 #                       local single-node cluster (hack/cluster.sh up, which imports
 #                       them) and install or upgrade the operator with its Helm chart.
 #                       Idempotent: on a running cluster it rebuilds what changed and
@@ -38,6 +38,9 @@ install() {
     export KUBECONFIG="${LOCAL_KUBECONFIG}"
     # Imported into the node's containerd by hack/cluster.sh up: never pull.
     args+=(--set image.pullPolicy=Never)
+    # The JVM examples flip JFR with jcmd through an exec toggle; a throwaway
+    # local cluster can grant pods/exec. Elsewhere it stays the chart's opt-in.
+    args+=(--set toggles.exec.enabled=true)
   fi
   [[ -n "${IMAGE_REPOSITORY:-}" ]] && args+=(--set "image.repository=${IMAGE_REPOSITORY}")
   [[ -n "${IMAGE_TAG:-}" ]] && args+=(--set "image.tag=${IMAGE_TAG}")

@@ -4,8 +4,9 @@
 #   1. hack/local.sh up: builds everything from pinned Go modules and Debian packages,
 #      brings up the local single-node cluster (unless KUBECONFIG names one) and
 #      installs the operator with its Helm chart;
-#   2. deploys the sample target (examples/local/toy.yaml) and applies the example
-#      (EXAMPLE, default examples/local/profiling-overhead.yaml);
+#   2. deploys the sample target the example names (examples/local/toy.yaml, or
+#      jvm.yaml for the JVM examples) and applies the example (EXAMPLE, default
+#      examples/local/profiling-overhead.yaml);
 #   3. follows it to the end, printing each phase, and prints `kubectl perf report`;
 #      the plot goes to .state/quickstart/<name>.svg;
 #   4. stops the local cluster (KEEP=1 leaves it running; `make cluster-down` stops it).
@@ -40,10 +41,15 @@ echo "    ready after $((SECONDS - t0))s"
 
 NS="$(sed -n 's/^  namespace: *//p' "${EXAMPLE}" | head -1)"
 NAME="$(sed -n 's/^  name: *//p' "${EXAMPLE}" | head -1)"
+DEPLOYMENT="$(sed -n 's/^    deployment: *//p' "${EXAMPLE}" | head -1)"
 if [[ "${NS}" == perf-demo ]]; then
-  echo "==> the sample target: kubectl apply -f examples/local/toy.yaml"
-  "${KUBECTL}" apply -f examples/local/toy.yaml
-  "${KUBECTL}" -n "${NS}" rollout status deployment/toy --timeout=180s
+  # The sample target is the examples/local file that defines that Deployment:
+  # toy.yaml (toy) or jvm.yaml (jvmapp).
+  target="$(grep -l "^  name: ${DEPLOYMENT}\$" examples/local/*.yaml | xargs grep -l '^kind: Deployment' | head -1)"
+  [[ -n "${target}" ]] || { echo "no examples/local file defines Deployment ${DEPLOYMENT}" >&2; exit 1; }
+  echo "==> the sample target: kubectl apply -f ${target}"
+  "${KUBECTL}" apply -f "${target}"
+  "${KUBECTL}" -n "${NS}" rollout status "deployment/${DEPLOYMENT}" --timeout=180s
 fi
 # A rerun starts the experiment afresh.
 "${KUBECTL}" -n "${NS}" delete perfexperiment "${NAME}" --ignore-not-found --wait=true >/dev/null

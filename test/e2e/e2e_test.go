@@ -22,6 +22,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,6 +32,7 @@ import (
 
 var (
 	k8s        client.Client
+	restConfig *rest.Config
 	kubeconfig string
 	scheme     = runtime.NewScheme()
 )
@@ -65,6 +67,7 @@ func run(m *testing.M) int {
 	}
 	// Every API call is bounded; the tests' contexts (t.Context()) end with them.
 	cfg.Timeout = 30 * time.Second
+	restConfig = cfg
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

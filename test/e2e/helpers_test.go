@@ -49,13 +49,22 @@ func localDocs(t *testing.T, file, ns string) []*unstructured.Unstructured {
 	return out
 }
 
-// deployToy creates the toy app (examples/local/toy.yaml) in a fresh namespace
-// and waits until both replicas are available.
-func deployToy(t *testing.T, ns string) {
+// app is a sample target: the examples/local file that defines it and its
+// Deployment's name (also its pods' app label).
+type app struct{ file, name string }
+
+var (
+	toy    = app{"toy.yaml", "toy"}
+	jvmApp = app{"jvm.yaml", "jvmapp"}
+)
+
+// deploy creates a sample app in a fresh namespace and waits until both
+// replicas are available.
+func deploy(t *testing.T, ns string, a app) {
 	t.Helper()
 	c := t.Context()
 	clearLeftover(t, ns)
-	for _, u := range localDocs(t, "toy.yaml", ns) {
+	for _, u := range localDocs(t, a.file, ns) {
 		if err := k8s.Create(c, u); err != nil {
 			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
@@ -67,9 +76,9 @@ func deployToy(t *testing.T, ns string) {
 		// t.Context() is done by now; the client's timeout bounds the call.
 		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
-	eventually(t, 3*time.Minute, "toy available", func() (bool, string) {
+	eventually(t, 3*time.Minute, a.name+" available", func() (bool, string) {
 		var d appsv1.Deployment
-		if err := k8s.Get(c, client.ObjectKey{Namespace: ns, Name: "toy"}, &d); err != nil {
+		if err := k8s.Get(c, client.ObjectKey{Namespace: ns, Name: a.name}, &d); err != nil {
 			return false, err.Error()
 		}
 		return d.Status.AvailableReplicas == 2 && d.Status.UpdatedReplicas == 2,
@@ -163,23 +172,24 @@ func runUntil(t *testing.T, key client.ObjectKey, timeout time.Duration, what st
 func terminal(e *perfv1.PerfExperiment) bool { return e.Status.Phase.IsTerminal() }
 
 // templateJSON is the target's pod template, to compare before and after.
-func templateJSON(t *testing.T, ns string) string {
+func templateJSON(t *testing.T, ns string, a app) string {
 	t.Helper()
 	var d appsv1.Deployment
-	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "toy"}, &d); err != nil {
+	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: a.name}, &d); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(d.Spec.Template)
 	return string(b)
 }
 
-// assertTargetRestored checks the toy Deployment is as before the experiment:
-// the same pod template byte for byte, no lock or record annotations, no label.
-func assertTargetRestored(t *testing.T, ns, before string) {
+// assertTargetRestored checks the target Deployment is as before the
+// experiment: the same pod template byte for byte, no lock or record
+// annotations, no label.
+func assertTargetRestored(t *testing.T, ns string, a app, before string) {
 	t.Helper()
 	eventually(t, time.Minute, "target restored", func() (bool, string) {
 		var d appsv1.Deployment
-		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "toy"}, &d); err != nil {
+		if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: a.name}, &d); err != nil {
 			return false, err.Error()
 		}
 		b, _ := json.Marshal(d.Spec.Template)
@@ -210,11 +220,11 @@ func assertNoJobs(t *testing.T, ns string) {
 	})
 }
 
-// toyPods are the target's running pods.
-func toyPods(t *testing.T, ns string) []corev1.Pod {
+// podsOf are the target's running pods.
+func podsOf(t *testing.T, ns string, a app) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	if err := k8s.List(t.Context(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": "toy"}); err != nil {
+	if err := k8s.List(t.Context(), &pods, client.InNamespace(ns), client.MatchingLabels{"app": a.name}); err != nil {
 		t.Fatal(err)
 	}
 	var out []corev1.Pod
@@ -226,7 +236,7 @@ func toyPods(t *testing.T, ns string) []corev1.Pod {
 	return out
 }
 
-// switchState asks a toy pod's admin endpoint for a switch's state ("on" or
+// switchState asks a sample app pod's admin endpoint for a switch's state ("on" or
 // "off"). The node's host reaches pod IPs over the cluster bridge.
 func switchState(t *testing.T, pod corev1.Pod, name string) string {
 	t.Helper()
@@ -244,10 +254,10 @@ func switchState(t *testing.T, pod corev1.Pod, name string) string {
 	return s
 }
 
-// assertNoRestarts checks no toy container restarted or was OOM-killed.
-func assertNoRestarts(t *testing.T, ns string) {
+// assertNoRestarts checks no target container restarted or was OOM-killed.
+func assertNoRestarts(t *testing.T, ns string, a app) {
 	t.Helper()
-	for _, p := range toyPods(t, ns) {
+	for _, p := range podsOf(t, ns, a) {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.RestartCount > 0 {
 				reason := ""

@@ -40,8 +40,8 @@ func short(stages ...int32) func(*perfv1.PerfExperiment) {
 // it, and leave the target as it found it.
 func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 	ns := "e2e-profiling"
-	deployToy(t, ns)
-	before := templateJSON(t, ns)
+	deploy(t, ns, toy)
+	before := templateJSON(t, ns, toy)
 	exp := experiment(t, "profiling-overhead.yaml", ns, short(100))
 	if err := k8s.Create(t.Context(), exp); err != nil {
 		t.Fatal(err)
@@ -72,14 +72,14 @@ func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 			t.Errorf("window %s of stage %d not valid: %v", w.Variant, w.Stage, w.Invalid)
 		}
 	}
-	assertTargetRestored(t, ns, before)
-	for _, p := range toyPods(t, ns) {
+	assertTargetRestored(t, ns, toy, before)
+	for _, p := range podsOf(t, ns, toy) {
 		if s := switchState(t, p, "profiling"); s != "off" {
 			t.Errorf("pod %s: profiling %s after the run", p.Name, s)
 		}
 	}
 	assertNoJobs(t, ns)
-	assertNoRestarts(t, ns)
+	assertNoRestarts(t, ns, toy)
 }
 
 // The death spiral: memory tracking retains 64 KiB per request. The guardrail
@@ -87,8 +87,8 @@ func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 // may be OOM-killed.
 func TestDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
 	ns := "e2e-spiral"
-	deployToy(t, ns)
-	before := templateJSON(t, ns)
+	deploy(t, ns, toy)
+	before := templateJSON(t, ns, toy)
 	exp := experiment(t, "death-spiral.yaml", ns, func(e *perfv1.PerfExperiment) {
 		e.Spec.Warmup = &perfv1.WarmupSpec{QPS: 40, Duration: "20s"}
 		e.Spec.Windows = perfv1.WindowsSpec{Baseline: "3m", Treatment: "8m", Settle: "0s"}
@@ -130,13 +130,13 @@ func TestDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
 	if peak >= limit*2/3 {
 		t.Errorf("peak memory %d MiB is not well below the %d MiB limit", peak>>20, limit>>20)
 	}
-	assertNoRestarts(t, ns)
-	for _, p := range toyPods(t, ns) {
+	assertNoRestarts(t, ns, toy)
+	for _, p := range podsOf(t, ns, toy) {
 		if s := switchState(t, p, "memory-tracking"); s != "off" {
 			t.Errorf("pod %s: memory tracking %s after the abort", p.Name, s)
 		}
 	}
-	assertTargetRestored(t, ns, before)
+	assertTargetRestored(t, ns, toy, before)
 	assertNoJobs(t, ns)
 }
 
@@ -144,8 +144,8 @@ func TestDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
 // revert and the rollout back; the template ends byte-for-byte as it was.
 func TestEnvToggleRollsAndReverts(t *testing.T) {
 	ns := "e2e-env"
-	deployToy(t, ns)
-	before := templateJSON(t, ns)
+	deploy(t, ns, toy)
+	before := templateJSON(t, ns, toy)
 	exp := experiment(t, "profiling-overhead-env.yaml", ns, short(100))
 	if err := k8s.Create(t.Context(), exp); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestEnvToggleRollsAndReverts(t *testing.T) {
 	runUntil(t, key, 6*time.Minute, "the treatment window", func(e *perfv1.PerfExperiment) bool {
 		return e.Status.Phase == perfv1.PhaseTreatment
 	})
-	for _, p := range toyPods(t, ns) {
+	for _, p := range podsOf(t, ns, toy) {
 		if !hasEnv(p, "PROFILING", "on") {
 			t.Errorf("pod %s in the treatment window has no PROFILING=on", p.Name)
 		}
@@ -166,9 +166,9 @@ func TestEnvToggleRollsAndReverts(t *testing.T) {
 	}
 	cpu := done.Status.Summary[0].CPU
 	t.Logf("env toggle: CPU overhead %+.1f%% [%+.1f, %+.1f]", 100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh)
-	assertTargetRestored(t, ns, before)
+	assertTargetRestored(t, ns, toy, before)
 	eventually(t, 2*time.Minute, "pods rolled back", func() (bool, string) {
-		pods := toyPods(t, ns)
+		pods := podsOf(t, ns, toy)
 		for _, p := range pods {
 			if hasEnv(p, "PROFILING", "on") {
 				return false, "pod " + p.Name + " still has PROFILING=on"
@@ -195,8 +195,8 @@ func hasEnv(p corev1.Pod, name, value string) bool {
 // toggle is reverted, the lock released and every k6 Job removed.
 func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 	ns := "e2e-crash"
-	deployToy(t, ns)
-	before := templateJSON(t, ns)
+	deploy(t, ns, toy)
+	before := templateJSON(t, ns, toy)
 	exp := experiment(t, "profiling-overhead.yaml", ns, func(e *perfv1.PerfExperiment) {
 		short(100)(e)
 		e.Spec.Windows.Treatment = "5m" // long enough to act in
@@ -208,7 +208,7 @@ func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 	runUntil(t, key, 6*time.Minute, "the toggle to be on", func(e *perfv1.PerfExperiment) bool {
 		return e.Status.Phase == perfv1.PhaseTreatment && e.Status.Toggle != nil && e.Status.Toggle.Applied
 	})
-	for _, p := range toyPods(t, ns) {
+	for _, p := range podsOf(t, ns, toy) {
 		if s := switchState(t, p, "profiling"); s != "on" {
 			t.Fatalf("pod %s: profiling %s in the treatment window", p.Name, s)
 		}
@@ -236,12 +236,12 @@ func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 		}
 		return err != nil, "still there (finalizer)"
 	})
-	for _, p := range toyPods(t, ns) {
+	for _, p := range podsOf(t, ns, toy) {
 		if s := switchState(t, p, "profiling"); s != "off" {
 			t.Errorf("pod %s: profiling %s after deletion", p.Name, s)
 		}
 	}
-	assertTargetRestored(t, ns, before)
+	assertTargetRestored(t, ns, toy, before)
 	assertNoJobs(t, ns)
 }
 

@@ -1,0 +1,186 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/toggle"
+)
+
+// The JVM examples (examples/local/jvm*.yaml) on the JVM sample app: OpenJDK 17
+// on a Debian root built with debootstrap (hack/jvm-rootfs.sh).
+
+// shortJVM fits a JVM example to the suite: a warm-up long enough for the JIT,
+// one stage, windows of 150 s at a 10 s interval.
+func shortJVM(e *perfv1.PerfExperiment) {
+	e.Spec.Warmup = &perfv1.WarmupSpec{QPS: 25, Duration: "40s"}
+	e.Spec.Stages = []perfv1.StageSpec{{QPS: 50}}
+	e.Spec.Windows.Baseline, e.Spec.Windows.Treatment = "150s", "150s"
+	e.Spec.Metrics.Interval = "10s"
+}
+
+// jcmd runs jcmd against PID 1 in a pod's app container through pods/exec, the
+// way the exec toggle does, and returns what it printed.
+func jcmd(t *testing.T, ns, pod string, args ...string) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := toggle.RemoteExecutor{Config: restConfig, Client: cs.CoreV1().RESTClient()}
+	var out bytes.Buffer
+	if err := x.Exec(t.Context(), ns, pod, "app", append([]string{"jcmd", "1"}, args...), &out, &out); err != nil {
+		t.Fatalf("jcmd 1 %s in %s: %v\n%s", strings.Join(args, " "), pod, err, out.String())
+	}
+	return out.String()
+}
+
+// A flight recording started and stopped with jcmd through an exec toggle: it
+// runs in every pod during the treatment window and in none after, and the
+// summary reports CPU, memory and latency overheads with intervals.
+func TestJVMProfilingExecToggle(t *testing.T) {
+	ns := "e2e-jvm-profiling"
+	deploy(t, ns, jvmApp)
+	before := templateJSON(t, ns, jvmApp)
+	exp := experiment(t, "jvm-profiling.yaml", ns, shortJVM)
+	if err := k8s.Create(t.Context(), exp); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(exp)
+	runUntil(t, key, 6*time.Minute, "the treatment window", func(e *perfv1.PerfExperiment) bool {
+		return e.Status.Phase == perfv1.PhaseTreatment
+	})
+	for _, p := range podsOf(t, ns, jvmApp) {
+		if out := jcmd(t, ns, p.Name, "JFR.check"); !strings.Contains(out, "name=perfexp") {
+			t.Errorf("pod %s in the treatment window runs no recording perfexp:\n%s", p.Name, out)
+		}
+	}
+	done := runUntil(t, key, 6*time.Minute, "the run to end", terminal)
+	if done.Status.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s: %+v", done.Status.Phase, done.Status.Abort)
+	}
+	s := done.Status.Summary
+	if len(s) != 1 || s[0].CPU == nil || s[0].Memory == nil || s[0].P99 == nil {
+		t.Fatalf("summary %+v", s)
+	}
+	cpu, mem := s[0].CPU, s[0].Memory
+	t.Logf("JFR (settings=profile) at 50 qps: CPU %+.1f%% [%+.1f, %+.1f]; memory %+.1f%% [%+.1f, %+.1f]; p99 %+.1f%%; verdict %s",
+		100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh, 100*mem.Overhead, 100*mem.CILow, 100*mem.CIHigh,
+		100*s[0].P99.Overhead, done.Status.Verdict)
+	for _, o := range []*perfv1.MetricComparison{cpu, mem} {
+		if !(o.CILow <= o.Overhead && o.Overhead <= o.CIHigh) {
+			t.Errorf("overhead %+.3f outside its interval [%+.3f, %+.3f]", o.Overhead, o.CILow, o.CIHigh)
+		}
+	}
+	for _, p := range podsOf(t, ns, jvmApp) {
+		if out := jcmd(t, ns, p.Name, "JFR.check"); strings.Contains(out, "name=perfexp") {
+			t.Errorf("pod %s still records after the run:\n%s", p.Name, out)
+		}
+	}
+	assertNoRestarts(t, ns, jvmApp)
+	assertTargetRestored(t, ns, jvmApp, before)
+	assertNoJobs(t, ns)
+}
+
+// Memory tracking switched on under load on a real JVM: the guardrail aborts
+// and reverts before the container's limit; no pod is OOM-killed or restarted.
+func TestJVMDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
+	ns := "e2e-jvm-spiral"
+	deploy(t, ns, jvmApp)
+	before := templateJSON(t, ns, jvmApp)
+	exp := experiment(t, "jvm-death-spiral.yaml", ns, func(e *perfv1.PerfExperiment) {
+		shortJVM(e)
+		e.Spec.Stages = []perfv1.StageSpec{{QPS: 40}}
+		e.Spec.Windows = perfv1.WindowsSpec{Baseline: "150s", Treatment: "8m", Settle: "0s"}
+		// With a short baseline the growth rule has too little history; the
+		// hard limit must stop the leak, at half the container's limit.
+		e.Spec.Guardrails.Heap.MaxUtilization = "50%"
+	})
+	if err := k8s.Create(t.Context(), exp); err != nil {
+		t.Fatal(err)
+	}
+	done := runUntil(t, client.ObjectKeyFromObject(exp), 15*time.Minute, "the guardrail to abort", terminal)
+	if done.Status.Phase != perfv1.PhaseAborted || done.Status.Abort == nil {
+		t.Fatalf("phase %s, abort %+v; want Aborted by a heap guardrail", done.Status.Phase, done.Status.Abort)
+	}
+	ab := done.Status.Abort
+	if ab.Reason != perfv1.ReasonHeapGrowth && ab.Reason != perfv1.ReasonMemoryLimit {
+		t.Fatalf("aborted for %s (%s); want HeapGrowth or MemoryLimit", ab.Reason, ab.Message)
+	}
+	if done.Status.Toggle == nil || done.Status.Toggle.AppliedAt == nil {
+		t.Fatal("no toggle time in status")
+	}
+	const limit, replicas = 512 << 20, 2
+	var peak int64
+	for _, w := range done.Status.Windows {
+		if w.Series == nil {
+			continue
+		}
+		for _, m := range w.Series.MemoryBytes {
+			peak = max(peak, m/replicas)
+		}
+	}
+	t.Logf("abort %s after the toggle: %s — %s; peak memory per pod %.0f MiB of the %d MiB limit (%.0f %%)",
+		ab.At.Sub(done.Status.Toggle.AppliedAt.Time).Round(time.Second), ab.Reason, ab.Message,
+		float64(peak)/(1<<20), limit>>20, 100*float64(peak)/limit)
+	if peak >= limit*2/3 {
+		t.Errorf("peak memory %d MiB is not well below the %d MiB limit", peak>>20, limit>>20)
+	}
+	assertNoRestarts(t, ns, jvmApp)
+	for _, p := range podsOf(t, ns, jvmApp) {
+		if s := switchState(t, p, "memory-tracking"); s != "off" {
+			t.Errorf("pod %s: memory tracking %s after the abort", p.Name, s)
+		}
+	}
+	assertTargetRestored(t, ns, jvmApp, before)
+	assertNoJobs(t, ns)
+}
+
+// A GC choice as a jvmOption: the pods roll with -XX:+UseSerialGC merged into
+// JAVA_TOOL_OPTIONS (the -Xmx there kept), memory is measured under load after
+// the settle time, and the pods roll back.
+func TestJVMGCChoiceJVMOption(t *testing.T) {
+	ns := "e2e-jvm-gc"
+	deploy(t, ns, jvmApp)
+	before := templateJSON(t, ns, jvmApp)
+	exp := experiment(t, "jvm-gc-choice.yaml", ns, func(e *perfv1.PerfExperiment) {
+		shortJVM(e)
+		e.Spec.Windows.Settle = "40s"
+	})
+	if err := k8s.Create(t.Context(), exp); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(exp)
+	runUntil(t, key, 8*time.Minute, "the treatment window", func(e *perfv1.PerfExperiment) bool {
+		return e.Status.Phase == perfv1.PhaseTreatment
+	})
+	for _, p := range podsOf(t, ns, jvmApp) {
+		if !hasEnv(p, "JAVA_TOOL_OPTIONS", "-Xms64m -Xmx256m -XX:ActiveProcessorCount=1 -XX:+UseSerialGC") {
+			t.Errorf("pod %s in the treatment window: JAVA_TOOL_OPTIONS without the merged option: %+v", p.Name, p.Spec.Containers[0].Env)
+		}
+		if out := jcmd(t, ns, p.Name, "VM.flags"); !strings.Contains(out, "-XX:+UseSerialGC") {
+			t.Errorf("pod %s does not run the serial collector:\n%s", p.Name, out)
+		}
+	}
+	done := runUntil(t, key, 8*time.Minute, "the run to end", terminal)
+	if done.Status.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s: %+v", done.Status.Phase, done.Status.Abort)
+	}
+	s := done.Status.Summary
+	if len(s) != 1 || s[0].Memory == nil || s[0].CPU == nil {
+		t.Fatalf("summary %+v", s)
+	}
+	t.Logf("SerialGC vs G1 at 50 qps: memory %.0f → %.0f MiB, %+.1f%% [%+.1f, %+.1f]; CPU %+.1f%% [%+.1f, %+.1f]; p99 %+.1f%%",
+		s[0].Memory.Baseline/(1<<20), s[0].Memory.Treatment/(1<<20), 100*s[0].Memory.Overhead, 100*s[0].Memory.CILow, 100*s[0].Memory.CIHigh,
+		100*s[0].CPU.Overhead, 100*s[0].CPU.CILow, 100*s[0].CPU.CIHigh, 100*s[0].P99.Overhead)
+	assertTargetRestored(t, ns, jvmApp, before)
+	assertNoJobs(t, ns)
+}
