@@ -2,7 +2,7 @@
 # hack/local.sh puts the operator on a real cluster: the README's main job and the e2e
 # suite start here.
 #
-#   hack/local.sh up    build the images (operator, k6, toy and JVM apps, pause), bring up the
+#   hack/local.sh up    build the images (operator, k6, toy app, pause), bring up the
 #                       local single-node cluster (hack/cluster.sh up, which imports
 #                       them) and install or upgrade the operator with its Helm chart.
 #                       Idempotent: on a running cluster it rebuilds what changed and

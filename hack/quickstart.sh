@@ -32,6 +32,11 @@ cleanup() {
 trap cleanup EXIT
 
 t0=${SECONDS}
+DEPLOYMENT="$(sed -n 's/^    deployment: *//p' "${EXAMPLE}" | head -1)"
+if [[ "${DEPLOYMENT}" == jvmapp ]]; then
+  echo "==> the JVM sample app's image (hack/image.sh jvm: debootstrap, apt, Maven)"
+  hack/image.sh jvm
+fi
 echo "==> bringing up the cluster and installing the operator (hack/local.sh up)"
 hack/local.sh up
 [[ -n "${started_local}" ]] && export KUBECONFIG="${ROOT}/.state/cluster/admin.kubeconfig"
@@ -41,7 +46,6 @@ echo "    ready after $((SECONDS - t0))s"
 
 NS="$(sed -n 's/^  namespace: *//p' "${EXAMPLE}" | head -1)"
 NAME="$(sed -n 's/^  name: *//p' "${EXAMPLE}" | head -1)"
-DEPLOYMENT="$(sed -n 's/^    deployment: *//p' "${EXAMPLE}" | head -1)"
 if [[ "${NS}" == perf-demo ]]; then
   # The sample target is the examples/local file that defines that Deployment:
   # toy.yaml (toy) or jvm.yaml (jvmapp).

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
@@ -101,6 +102,12 @@ func (x Execer) switcher(namespace, container string, command []string, timeout 
 			pe.Body = trimSnippet(out.Bytes())
 			return pe
 		}
+		if code := apiRefusal(err); code != 0 {
+			// The API server refused the exec (no right, no such pod): the
+			// command never ran, so there is nothing to revert.
+			pe.StatusCode, pe.Err = code, err
+			return pe
+		}
 		if ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
 			pe.Err = fmt.Errorf("not finished within %s: %w", timeout, context.DeadlineExceeded)
 		} else {
@@ -108,6 +115,25 @@ func (x Execer) switcher(namespace, container string, command []string, timeout 
 		}
 		return pe
 	}
+}
+
+// apiRefusal is the HTTP status with which the API server refused an exec
+// before it reached the container (401, 403, 404), or 0. Over WebSocket the
+// refusal comes wrapped in an upgrade failure that does not unwrap.
+func apiRefusal(err error) int {
+	var se *apierrors.StatusError
+	var uf *httpstream.UpgradeFailureError
+	if errors.As(err, &uf) && uf.Cause != nil {
+		err = uf.Cause
+	}
+	if !errors.As(err, &se) {
+		return 0
+	}
+	switch code := int(se.Status().Code); code {
+	case 401, 403, 404:
+		return code
+	}
+	return 0
 }
 
 // limitedBuffer keeps the first max bytes written to it and drops the rest, so

@@ -10,7 +10,10 @@ import (
 	"sync"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
@@ -193,5 +196,36 @@ func TestExecerRefusesWithoutExecutorOrSpec(t *testing.T) {
 	}
 	if len(f.calls) != 0 {
 		t.Errorf("commands ran on refused input: %q", f.calls)
+	}
+}
+
+// An exec the API server refuses (no pods/exec right) never reached the
+// container: it is a refusal, not reverted, and the error says so. Over
+// WebSocket the refusal arrives wrapped in an upgrade failure.
+func TestExecerAPIRefusalIsNotReverted(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "b", errors.New("no RBAC"))
+	for name, refusal := range map[string]error{
+		"spdy":      forbidden,
+		"websocket": &httpstream.UpgradeFailureError{Cause: forbidden},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeExecutor{answer: func(_ context.Context, pod string, cmd []string) (string, error) {
+				if pod == "b" {
+					return "", refusal
+				}
+				return "", nil
+			}}
+			_, err := Execer{Executor: f}.Apply(context.Background(), jfr, "shop", "app", twoPods)
+			if err == nil || !strings.Contains(err.Error(), "the API server refused the exec (403 Forbidden)") {
+				t.Fatalf("error = %v", err)
+			}
+			calls := f.sorted()
+			if slices.Contains(calls, "shop/b/app: jcmd 1 JFR.stop name=perfexp") {
+				t.Errorf("the refused pod was sent the revert: %q", calls)
+			}
+			if !slices.Contains(calls, "shop/a/app: jcmd 1 JFR.stop name=perfexp") {
+				t.Errorf("the pod that switched was not reverted: %q", calls)
+			}
+		})
 	}
 }

@@ -36,7 +36,8 @@ type Pod struct {
 
 // PodError is the failure of one pod's switch. For http, StatusCode is the
 // refusing answer's status; for exec, Command is the command line and ExitCode
-// its non-zero exit status. Both are 0 when the pod gave no answer (connection
+// its non-zero exit status, or StatusCode the API server's refusal of the exec
+// itself (403 without the pods/exec right). Both are 0 when the pod gave no answer (connection
 // refused, timeout, a broken exec stream, cancellation); then Err says why.
 type PodError struct {
 	Pod        string
@@ -53,6 +54,8 @@ type PodError struct {
 
 func (e *PodError) Error() string {
 	switch {
+	case e.Command != "" && e.StatusCode != 0:
+		return fmt.Sprintf("pod %s: %s: the API server refused the exec (%d %s): %v", e.Pod, e.Command, e.StatusCode, http.StatusText(e.StatusCode), e.Err)
 	case e.StatusCode != 0:
 		msg := fmt.Sprintf("pod %s: %s %s answered %d %s", e.Pod, e.Method, e.URL, e.StatusCode, http.StatusText(e.StatusCode))
 		if e.Body != "" {

@@ -102,8 +102,8 @@ func TestChartRBACEqualsTheGeneratedRole(t *testing.T) {
 	var exec rbacv1.ClusterRole
 	readYAML(t, filepath.Join(testenv.RepoRoot(), "config", "rbac", "exec", "exec_role.yaml"), &exec)
 	withExec := grants(t, append(slices.Clone(generated.Rules), exec.Rules...))
-	if len(withExec) != len(want)+1 {
-		t.Fatalf("config/rbac/exec/exec_role.yaml should add exactly pods/exec create, adds %d grants", len(withExec)-len(want))
+	if len(withExec) != len(want)+2 {
+		t.Fatalf("config/rbac/exec/exec_role.yaml should add exactly get and create on pods/exec, adds %d grants", len(withExec)-len(want))
 	}
 
 	for _, tc := range []struct {
