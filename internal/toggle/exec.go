@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,17 +138,27 @@ func apiRefusal(err error) int {
 }
 
 // limitedBuffer keeps the first max bytes written to it and drops the rest, so
-// a chatty command cannot grow the operator's memory.
+// a chatty command cannot grow the operator's memory. stdout and stderr are
+// copied into it by two goroutines, hence the lock.
 type limitedBuffer struct {
-	bytes.Buffer
+	mu  sync.Mutex
+	buf bytes.Buffer
 	max int
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+func (b *limitedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
 }
 
 // RemoteExecutor runs commands through the API server's pods/exec subresource,

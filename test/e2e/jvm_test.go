@@ -38,9 +38,10 @@ func jcmd(t *testing.T, ns, pod string, args ...string) string {
 		t.Fatal(err)
 	}
 	x := toggle.RemoteExecutor{Config: restConfig, Client: cs.CoreV1().RESTClient()}
-	var out bytes.Buffer
-	if err := x.Exec(t.Context(), ns, pod, "app", append([]string{"jcmd", "1"}, args...), &out, &out); err != nil {
-		t.Fatalf("jcmd 1 %s in %s: %v\n%s", strings.Join(args, " "), pod, err, out.String())
+	// Separate buffers: the two streams are copied by two goroutines.
+	var out, errOut bytes.Buffer
+	if err := x.Exec(t.Context(), ns, pod, "app", append([]string{"jcmd", "1"}, args...), &out, &errOut); err != nil {
+		t.Fatalf("jcmd 1 %s in %s: %v\n%s%s", strings.Join(args, " "), pod, err, out.String(), errOut.String())
 	}
 	return out.String()
 }
