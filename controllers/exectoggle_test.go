@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	utilexec "k8s.io/client-go/util/exec"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -59,7 +58,7 @@ func execToggleSpec() perfv1.ToggleSpec {
 
 func newExecDriver(t *testing.T, refuse string) (*driver, *podExec) {
 	pe := &podExec{refuse: refuse}
-	return newDriverWith(t, clocktesting.NewFakeClock(newTestClock().Now()), runtimeToggles{exec: toggle.Execer{Executor: pe}}), pe
+	return newDriverWith(t, newTestClock(), runtimeToggles{exec: toggle.Execer{Executor: pe}}), pe
 }
 
 // An exec toggle runs its command in the target container of every ready pod

@@ -270,6 +270,50 @@ func assertNoRestarts(t *testing.T, ns string, a app) {
 	}
 }
 
+// assertSpiralStopped follows a death-spiral experiment (memory tracking
+// switched on under load) to its end and checks the guardrail stopped it in
+// time: aborted by HeapGrowth or MemoryLimit, the peak working set per pod well
+// below the 512 MiB limit of examples/local (the series sum both replicas), no
+// restart, the switch off in every pod, the target restored, no Job left.
+func assertSpiralStopped(t *testing.T, ns string, a app, before string, exp *perfv1.PerfExperiment) {
+	t.Helper()
+	done := runUntil(t, client.ObjectKeyFromObject(exp), 15*time.Minute, "the guardrail to abort", terminal)
+	if done.Status.Phase != perfv1.PhaseAborted || done.Status.Abort == nil {
+		t.Fatalf("phase %s, abort %+v; want Aborted by a heap guardrail", done.Status.Phase, done.Status.Abort)
+	}
+	ab := done.Status.Abort
+	if ab.Reason != perfv1.ReasonHeapGrowth && ab.Reason != perfv1.ReasonMemoryLimit {
+		t.Fatalf("aborted for %s (%s); want HeapGrowth or MemoryLimit", ab.Reason, ab.Message)
+	}
+	if done.Status.Toggle == nil || done.Status.Toggle.AppliedAt == nil {
+		t.Fatal("no toggle time in status")
+	}
+	const limit, replicas = 512 << 20, 2
+	var peak int64
+	for _, w := range done.Status.Windows {
+		if w.Series == nil {
+			continue
+		}
+		for _, m := range w.Series.MemoryBytes {
+			peak = max(peak, m/replicas)
+		}
+	}
+	t.Logf("abort %s after the toggle: %s — %s; peak memory per pod %.0f MiB of the %d MiB limit (%.0f %%)",
+		ab.At.Sub(done.Status.Toggle.AppliedAt.Time).Round(time.Second), ab.Reason, ab.Message,
+		float64(peak)/(1<<20), limit>>20, 100*float64(peak)/limit)
+	if peak >= limit*2/3 {
+		t.Errorf("peak memory %d MiB is not well below the %d MiB limit", peak>>20, limit>>20)
+	}
+	assertNoRestarts(t, ns, a)
+	for _, p := range podsOf(t, ns, a) {
+		if s := switchState(t, p, "memory-tracking"); s != "off" {
+			t.Errorf("pod %s: memory tracking %s after the abort", p.Name, s)
+		}
+	}
+	assertTargetRestored(t, ns, a, before)
+	assertNoJobs(t, ns)
+}
+
 // dumpNamespace logs what a failed test left, for the CI log: experiment
 // status, events (with counts), then workloads and pods last, so that a
 // truncated log still shows why a pod was not ready, followed by the

@@ -101,43 +101,7 @@ func TestDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
 	if err := k8s.Create(t.Context(), exp); err != nil {
 		t.Fatal(err)
 	}
-	done := runUntil(t, client.ObjectKeyFromObject(exp), 15*time.Minute, "the guardrail to abort", terminal)
-	if done.Status.Phase != perfv1.PhaseAborted || done.Status.Abort == nil {
-		t.Fatalf("phase %s, abort %+v; want Aborted by a heap guardrail", done.Status.Phase, done.Status.Abort)
-	}
-	ab := done.Status.Abort
-	if ab.Reason != perfv1.ReasonHeapGrowth && ab.Reason != perfv1.ReasonMemoryLimit {
-		t.Fatalf("aborted for %s (%s); want HeapGrowth or MemoryLimit", ab.Reason, ab.Message)
-	}
-	if done.Status.Toggle == nil || done.Status.Toggle.AppliedAt == nil {
-		t.Fatal("no toggle time in status")
-	}
-	// The peak working set per pod, against the limit (the series sum the
-	// toy's two pods).
-	const limit, replicas = 512 << 20, 2
-	var peak int64
-	for _, w := range done.Status.Windows {
-		if w.Series == nil {
-			continue
-		}
-		for _, m := range w.Series.MemoryBytes {
-			peak = max(peak, m/replicas)
-		}
-	}
-	t.Logf("abort %s after the toggle: %s — %s; peak memory per pod %.0f MiB of the %d MiB limit (%.0f %%)",
-		ab.At.Sub(done.Status.Toggle.AppliedAt.Time).Round(time.Second), ab.Reason, ab.Message,
-		float64(peak)/(1<<20), limit>>20, 100*float64(peak)/limit)
-	if peak >= limit*2/3 {
-		t.Errorf("peak memory %d MiB is not well below the %d MiB limit", peak>>20, limit>>20)
-	}
-	assertNoRestarts(t, ns, toy)
-	for _, p := range podsOf(t, ns, toy) {
-		if s := switchState(t, p, "memory-tracking"); s != "off" {
-			t.Errorf("pod %s: memory tracking %s after the abort", p.Name, s)
-		}
-	}
-	assertTargetRestored(t, ns, toy, before)
-	assertNoJobs(t, ns)
+	assertSpiralStopped(t, ns, toy, before, exp)
 }
 
 // An env toggle rolls the pods: rollout and settle under load, treatment,
