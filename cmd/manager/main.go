@@ -48,7 +48,7 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles at a time (enable when running more than one replica).")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces (cluster-wide RBAC needed).")
-	flag.BoolVar(&o.execToggles, "exec-toggles", false, "Run exec toggles (commands in the target pods through pods/exec); needs the pods/exec create right. Off: experiments with an exec toggle are refused before they change anything.")
+	flag.BoolVar(&o.execToggles, "exec-toggles", false, "Run exec toggles (commands in the target pods through pods/exec); needs get and create on pods/exec. Off: experiments with an exec toggle are refused before they change anything.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
