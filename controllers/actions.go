@@ -19,92 +19,108 @@ import (
 	"perfexp.dev/perf-operator/internal/toggle"
 )
 
-// toggleError is a toggle that cannot be applied for a reason retrying will not
-// fix (an admin endpoint refused it). The engine aborts and reverts on it.
-type toggleError struct {
-	err  error
-	pods []string // pods the toggle may still be on
+// outcome is what carrying out a decision did. The reconcile records every
+// outcome in status (summarize): a decision's status is persisted only when all
+// its actions succeeded; otherwise the persisted status is kept, with the facts
+// the failed attempt established (pods the toggle may now be on, a failing
+// revert) added, and the condition saying what failed.
+type outcome struct {
+	// err is the first failed action's error; nil when every action succeeded.
+	err error
+	// action is the kind of the action that failed.
+	action engine.ActionKind
+	// refused is true when applying the toggle failed for a reason retrying
+	// will not fix (an admin endpoint answered no, the template cannot take
+	// it): the engine aborts with ToggleFailed and reverts.
+	refused bool
+	// mayBeOn are pods a runtime toggle may be on after the failure.
+	mayBeOn []string
 }
 
-func (e *toggleError) Error() string { return e.err.Error() }
+func (o outcome) failed() bool { return o.err != nil }
 
-// execute runs the decision's actions in order and stops at the first error.
+// revertFailed reports whether the failure was the toggle's revert.
+func (o outcome) revertFailed() bool { return o.err != nil && o.action == engine.ActionRevertToggle }
+
+// execute runs the decision's actions in order and stops at the first failure.
 // Every action is idempotent, so a retry after a partial run is safe. Outcomes
 // the status must record (the target's generation, the pods a runtime toggle
 // reached) are written into d.Status.
-func (r *PerfExperimentReconciler) execute(ctx context.Context, exp *perfv1.PerfExperiment, d *engine.Decision) error {
-	// A runtime toggle is checked against the API server once per decision,
-	// before its first request: later requests of the same decision are bound by
-	// the first. The abort that reacts to a refused toggle is decided on the
-	// experiment the refused apply was checked against, in the same reconcile.
-	checked := exp.Spec.Toggle.RollsPods() || reactsToToggleFailure(exp, d)
+func (r *PerfExperimentReconciler) execute(ctx context.Context, s *scope, d *engine.Decision) outcome {
+	exp := s.exp
 	for _, a := range d.Actions {
-		var err error
+		var out outcome
 		switch a.Kind {
 		case engine.ActionAcquireLock:
-			err = r.updateTarget(ctx, exp, func(dep *appsv1.Deployment) error { return lock(exp, dep, a.Original) })
+			out.err = r.updateTarget(ctx, s, func(dep *appsv1.Deployment) error { return lock(exp, dep, a.Original) })
 		case engine.ActionEnsureScript:
-			err = r.ensureScript(ctx, exp)
+			out.err = r.ensureScript(ctx, exp)
 		case engine.ActionApplyToggle, engine.ActionRevertToggle:
-			if !checked {
-				err = r.decidedOnCurrent(ctx, exp)
-				checked = err == nil
-			}
-			if err == nil {
-				err = r.toggle(ctx, exp, d, a)
-			}
+			out = r.toggle(ctx, s, d, a)
 		case engine.ActionCreateJob:
-			err = r.createJob(ctx, exp, a)
+			out.err = r.createJob(ctx, s, a)
 		case engine.ActionDeleteJob:
 			job := &batchv1.Job{}
 			job.Namespace, job.Name = exp.Namespace, a.JobName
-			err = client.IgnoreNotFound(r.Delete(ctx, job, client.PropagationPolicy("Background")))
+			out.err = client.IgnoreNotFound(r.Delete(ctx, job, client.PropagationPolicy("Background")))
+		case engine.ActionDeletePods:
+			out.err = r.deletePods(ctx, s, a.Pods)
 		case engine.ActionReleaseLock:
-			err = r.updateTarget(ctx, exp, func(dep *appsv1.Deployment) error { unlock(exp, dep); return nil })
+			out.err = r.updateTarget(ctx, s, func(dep *appsv1.Deployment) error { unlock(exp, dep); return nil })
 		case engine.ActionRemoveFinalizer:
 			if controllerutil.RemoveFinalizer(exp, perfv1.Finalizer) {
-				err = client.IgnoreNotFound(r.Update(ctx, exp))
+				out.err = client.IgnoreNotFound(r.Update(ctx, exp))
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", a.Kind, err)
+		if out.err != nil {
+			out.action = a.Kind
+			out.err = fmt.Errorf("%s: %w", a.Kind, out.err)
+			return out
 		}
 	}
-	return nil
+	return outcome{}
 }
 
-// updateTarget reads the target uncached, changes it and writes it back if it
-// changed, retrying on conflicts. A target that is gone needs no change.
-func (r *PerfExperimentReconciler) updateTarget(ctx context.Context, exp *perfv1.PerfExperiment, change func(*appsv1.Deployment) error) error {
-	_, err := r.updateTargetGen(ctx, exp, change)
-	return err
-}
-
-func (r *PerfExperimentReconciler) updateTargetGen(ctx context.Context, exp *perfv1.PerfExperiment, change func(*appsv1.Deployment) error) (int64, error) {
-	var gen int64
+// updateTarget changes the target and writes it back if it changed, retrying
+// on conflicts. The first attempt starts from the scope's copy; only a
+// conflict reads it again (uncached). A target that is gone needs no change.
+// The scope keeps the API server's answer, so later actions of the same
+// reconcile start from it. While this experiment holds the lock, the template
+// digest is written in the same update.
+func (r *PerfExperimentReconciler) updateTarget(ctx context.Context, s *scope, change func(*appsv1.Deployment) error) error {
+	if s.target == nil {
+		return nil
+	}
+	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		dep := &appsv1.Deployment{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exp.Namespace, Name: exp.Spec.Target.Deployment}, dep); err != nil {
-			return err
+		dep := s.target.DeepCopy()
+		if !first {
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.target), dep); err != nil {
+				return err
+			}
 		}
+		first = false
 		orig := dep.DeepCopy()
 		if err := change(dep); err != nil {
 			return err
 		}
-		gen = dep.Generation
+		if dep.Annotations[perfv1.AnnotationLock] == s.self() {
+			dep.Annotations[perfv1.AnnotationTemplateHash] = templateHash(&dep.Spec.Template)
+		}
 		if equality.Semantic.DeepEqual(orig, dep) {
 			return nil
 		}
 		if err := r.Update(ctx, dep); err != nil {
 			return err
 		}
-		gen = dep.Generation
+		s.target = dep
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
-		return 0, nil
+		s.target = nil
+		return nil
 	}
-	return gen, err
+	return err
 }
 
 // lock takes the target: the lock and the original-state record are written in
@@ -129,13 +145,23 @@ func lock(exp *perfv1.PerfExperiment, dep *appsv1.Deployment, original string) e
 	return nil
 }
 
+// unlock removes this experiment's lock, record and digest, and its label; the
+// label alone is removed when the lock annotations were already taken away
+// (kubectl replace), so the target leaves the operator's cache.
 func unlock(exp *perfv1.PerfExperiment, dep *appsv1.Deployment) {
-	if dep.Annotations[perfv1.AnnotationLock] != exp.Namespace+"/"+exp.Name {
+	holder := dep.Annotations[perfv1.AnnotationLock]
+	self := exp.Namespace + "/" + exp.Name
+	if holder != "" && holder != self {
 		return
 	}
-	delete(dep.Annotations, perfv1.AnnotationLock)
-	delete(dep.Annotations, perfv1.AnnotationOriginal)
-	delete(dep.Labels, perfv1.LabelExperiment)
+	if holder == self {
+		delete(dep.Annotations, perfv1.AnnotationLock)
+		delete(dep.Annotations, perfv1.AnnotationOriginal)
+		delete(dep.Annotations, perfv1.AnnotationTemplateHash)
+	}
+	if dep.Labels[perfv1.LabelExperiment] == exp.Name {
+		delete(dep.Labels, perfv1.LabelExperiment)
+	}
 	if len(dep.Annotations) == 0 {
 		dep.Annotations = nil
 	}
@@ -144,134 +170,146 @@ func unlock(exp *perfv1.PerfExperiment, dep *appsv1.Deployment) {
 	}
 }
 
-// toggle applies or reverts the toggle. Pod-template toggles change the
-// Deployment (idempotently, from the original-state record); runtime toggles send
-// requests to the ready target pods.
-func (r *PerfExperimentReconciler) toggle(ctx context.Context, exp *perfv1.PerfExperiment, d *engine.Decision, a engine.Action) error {
+// drivers returns the toggle drivers this operator can use.
+func (r *PerfExperimentReconciler) drivers() toggle.Drivers {
+	return toggle.Drivers{HTTP: r.HTTP, Exec: r.Exec}
+}
+
+// toggle applies or reverts the toggle through its driver. Template toggles
+// change the Deployment (idempotently, from the original-state record);
+// runtime toggles switch pods.
+func (r *PerfExperimentReconciler) toggle(ctx context.Context, s *scope, d *engine.Decision, a engine.Action) outcome {
 	apply := a.Kind == engine.ActionApplyToggle
-	// A runtime revert with no pods to switch back needs no record: a
-	// deleted target leaves none.
-	record := func() (toggle.Record, error) {
-		rec, err := toggle.ParseRecord(a.Original)
-		if err != nil {
-			return rec, fmt.Errorf("original-state record unreadable: %w", err)
-		}
-		return rec, nil
-	}
-	if h := exp.Spec.Toggle.HTTP; h != nil {
-		return r.runtimeToggle(ctx, exp, d, apply, runtimeSwitch{
-			apply:  func(pods []toggle.Pod) ([]string, error) { return r.HTTP.Apply(ctx, h, pods) },
-			revert: func(pods []toggle.Pod) error { return r.HTTP.Revert(ctx, h, pods) },
-		})
-	}
-	if e := exp.Spec.Toggle.Exec; e != nil {
-		// The command runs in the container the record resolved at capture.
-		return r.runtimeToggle(ctx, exp, d, apply, runtimeSwitch{
-			apply: func(pods []toggle.Pod) ([]string, error) {
-				rec, err := record()
-				if err != nil {
-					return nil, err
-				}
-				return r.Exec.Apply(ctx, e, exp.Namespace, rec.Container, pods)
-			},
-			revert: func(pods []toggle.Pod) error {
-				rec, err := record()
-				if err != nil {
-					return err
-				}
-				return r.Exec.Revert(ctx, e, exp.Namespace, rec.Container, pods)
-			},
-		})
-	}
-	rec, err := record()
+	drv, err := r.drivers().For(&s.exp.Spec.Toggle)
 	if err != nil {
-		return err
+		return outcome{err: err, refused: apply}
 	}
-	gen, err := r.updateTargetGen(ctx, exp, func(dep *appsv1.Deployment) error {
+	rec, err := toggle.ParseRecord(a.Original)
+	if err != nil && (apply || s.exp.Spec.Toggle.RollsPods() || len(a.Pods) > 0) {
+		// A runtime revert with no pods to switch back needs no record: a
+		// deleted target leaves none.
+		return outcome{err: fmt.Errorf("original-state record unreadable: %w", err), refused: apply}
+	}
+	if !s.exp.Spec.Toggle.RollsPods() {
+		return r.runtimeToggle(ctx, s, d, drv, rec, apply, a.Pods)
+	}
+	var refused error
+	err = r.updateTarget(ctx, s, func(dep *appsv1.Deployment) error {
+		t := toggle.Target{Namespace: s.exp.Namespace, Record: rec, Template: &dep.Spec.Template}
+		var err error
 		if apply {
-			return toggle.Apply(&exp.Spec.Toggle, &dep.Spec.Template, rec)
+			_, err = drv.Apply(ctx, t)
+		} else {
+			err = drv.Revert(ctx, t)
 		}
-		return toggle.Revert(&dep.Spec.Template, rec)
+		refused = err
+		return err
 	})
 	if err != nil {
-		return err
+		// The template cannot take the toggle (a record that does not match it,
+		// JAVA_TOOL_OPTIONS from a Secret): retrying will not fix it.
+		return outcome{err: err, refused: apply && refused != nil}
 	}
-	if d.Status.Toggle != nil && gen > 0 {
-		d.Status.Toggle.TargetGeneration = gen
+	if d.Status.Toggle != nil && s.target != nil {
+		d.Status.Toggle.TargetGeneration = s.target.Generation
 	}
-	return nil
+	return outcome{}
 }
 
-// runtimeSwitch is how a runtime toggle (http or exec) switches a set of pods.
-type runtimeSwitch struct {
-	apply  func([]toggle.Pod) ([]string, error)
-	revert func([]toggle.Pod) error
-}
-
-// runtimeToggle switches the ready target pods on, or switches back those the
-// status says it reached.
-func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, exp *perfv1.PerfExperiment, d *engine.Decision, apply bool, sw runtimeSwitch) error {
-	pods, err := r.targetPods(ctx, exp)
-	if err != nil {
-		return err
-	}
+// runtimeToggle switches the ready target pods on, or switches back every pod
+// the toggle may be on. Before an apply sends anything, the pods it is about
+// to reach are recorded in the persisted status (intent before effect): a
+// crash with requests in flight, or a pod that refuses a repeated apply,
+// leaves them listed, and every ending reverts them, whatever their readiness.
+// A pod leaves the list only when it was switched back or is gone.
+func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, d *engine.Decision, drv toggle.Driver, rec toggle.Record, apply bool, recorded []string) outcome {
 	if apply {
-		applied, err := sw.apply(pods)
+		pods, err := s.readyPods(ctx, r.APIReader)
 		if err != nil {
-			// Apply already reverted the pods it reached; applied lists those
-			// whose revert failed too. The abort that follows reverts them.
-			return &toggleError{err: err, pods: applied}
+			return outcome{err: err}
+		}
+		intent := union(recorded, podNames(pods))
+		if err := r.recordIntent(ctx, s, intent); err != nil {
+			return outcome{err: err}
+		}
+		if _, err := drv.Apply(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: pods}); err != nil {
+			// Apply already reverted the pods it reached where it could; the
+			// abort that follows reverts every recorded pod again, since a pod
+			// that refused a repeated apply may still be on from the first.
+			return outcome{err: err, refused: true, mayBeOn: intent}
 		}
 		if d.Status.Toggle != nil {
-			d.Status.Toggle.Pods = applied
+			d.Status.Toggle.Pods = intent
 		}
-		return nil
+		return outcome{}
 	}
-	// Revert only where the toggle was applied; pods that were replaced since
-	// lost the runtime state with their process. The decision's status, not the
-	// persisted one, says where that is: one decision may revert twice (the last
-	// treatment ends and the run finishes), and the second must not send the
-	// revert again to pods the first already switched back.
-	var applied []string
+	// The decision's status, not the persisted one, says which pods remain: one
+	// decision may revert twice (the last treatment ends and the run
+	// finishes), and the second must not send the revert again to pods the
+	// first already switched back.
 	if d.Status.Toggle != nil {
-		applied = d.Status.Toggle.Pods
+		recorded = d.Status.Toggle.Pods
 	}
-	want := map[string]bool{}
-	for _, p := range applied {
-		want[p] = true
+	targets, err := s.podsNamed(ctx, r.APIReader, recorded)
+	if err != nil {
+		return outcome{err: err}
 	}
-	var targets []toggle.Pod
-	for _, p := range pods {
-		if want[p.Name] {
-			targets = append(targets, p)
+	if len(targets) > 0 {
+		if err := r.decidedOnCurrent(ctx, s.exp); err != nil {
+			return outcome{err: err}
+		}
+		if err := drv.Revert(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: targets}); err != nil {
+			return outcome{err: err, mayBeOn: toggle.FailedPods(err)}
 		}
 	}
-	if len(targets) == 0 {
-		// Nothing to switch back: no pod took the toggle, or all were replaced.
-		if d.Status.Toggle != nil {
-			d.Status.Toggle.Pods = nil
-		}
-		return nil
-	}
-	if err := sw.revert(targets); err != nil {
-		return err
-	}
+	// Every recorded pod is now switched back or gone.
 	if d.Status.Toggle != nil {
 		d.Status.Toggle.Pods = nil
 	}
+	return outcome{}
+}
+
+// recordIntent writes the pods an apply is about to reach into the persisted
+// status before anything is sent. The write carries the optimistic lock of
+// the status the decision was made on, so a decision made on a stale copy
+// sends nothing; the scope's base moves to the written version, so the
+// reconcile's final status patch builds on it.
+func (r *PerfExperimentReconciler) recordIntent(ctx context.Context, s *scope, pods []string) error {
+	if s.before.Status.Toggle == nil {
+		return fmt.Errorf("no toggle status to record the pods in")
+	}
+	// Sent even when the pods are already recorded (a retried apply): the
+	// patch's optimistic lock is the check that this decision is current.
+	next := s.before.DeepCopy()
+	next.Status.Toggle.Pods = pods
+	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	s.before.ResourceVersion = next.ResourceVersion
+	s.before.Status.Toggle.Pods = pods
+	s.exp.ResourceVersion = next.ResourceVersion
 	return nil
 }
 
-// decidedOnCurrent makes sure a decision about to send a runtime toggle was made
-// on the experiment as the API server has it now. The cache can lag behind the
-// status this reconciler has just written: creating a window's Job (or releasing
-// the target) re-queues the experiment before the status patch reaches the
-// informer, and a decision taken again from the older status would send the
-// toggle's requests a second time. Pod-template toggles need no such check (the
-// uncached read-modify-write of the target is idempotent); a request to a pod is
-// not. It costs one uncached read per decision that toggles at run time. A stale
-// decision is a conflict: nothing has been sent or persisted, and the retry
-// decides again.
+// deletePods deletes the named pods of the target, so that their Deployment
+// replaces them with pods that never had the toggle.
+func (r *PerfExperimentReconciler) deletePods(ctx context.Context, s *scope, names []string) error {
+	for _, n := range names {
+		pod := &corev1.Pod{}
+		pod.Namespace, pod.Name = s.exp.Namespace, n
+		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decidedOnCurrent makes sure a decision about to revert a runtime toggle was
+// made on the experiment as the API server has it now. The cache can lag
+// behind the status this reconciler has just written, and a decision taken
+// again from the older status would send the revert a second time. It costs
+// one uncached read per decision that reverts pods. A stale decision is a
+// conflict: nothing has been sent or persisted, and the retry decides again.
 func (r *PerfExperimentReconciler) decidedOnCurrent(ctx context.Context, exp *perfv1.PerfExperiment) error {
 	cur := &perfv1.PerfExperiment{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exp), cur); err != nil {
@@ -279,41 +317,34 @@ func (r *PerfExperimentReconciler) decidedOnCurrent(ctx context.Context, exp *pe
 	}
 	if cur.ResourceVersion != exp.ResourceVersion {
 		return apierrors.NewConflict(perfv1.GroupVersion.WithResource("perfexperiments").GroupResource(), exp.Name,
-			fmt.Errorf("decided on resourceVersion %s but the API server has %s; deciding again before sending the runtime toggle",
+			fmt.Errorf("decided on resourceVersion %s but the API server has %s; deciding again before sending the revert",
 				exp.ResourceVersion, cur.ResourceVersion))
 	}
 	return nil
 }
 
-// reactsToToggleFailure reports whether d is the abort Reconcile decided after
-// this reconcile's apply was refused: no decision made from the persisted status
-// alone ends with ToggleFailed.
-func reactsToToggleFailure(exp *perfv1.PerfExperiment, d *engine.Decision) bool {
-	return exp.Status.Abort == nil && d.Status.Abort != nil && d.Status.Abort.Reason == perfv1.ReasonToggleFailed
+func podNames(pods []toggle.Pod) []string {
+	out := make([]string, len(pods))
+	for i, p := range pods {
+		out[i] = p.Name
+	}
+	return out
 }
 
-// targetPods lists the target's ready pods with an address.
-func (r *PerfExperimentReconciler) targetPods(ctx context.Context, exp *perfv1.PerfExperiment) ([]toggle.Pod, error) {
-	live, err := r.livePods(ctx, exp)
-	if err != nil {
-		return nil, err
+// union returns a's names followed by b's that a lacks.
+func union(a, b []string) []string {
+	out := append([]string(nil), a...)
+	seen := map[string]bool{}
+	for _, n := range a {
+		seen[n] = true
 	}
-	var pods []toggle.Pod
-	for _, p := range live {
-		if p.Status.PodIP != "" && podReady(&p) {
-			pods = append(pods, toggle.Pod{Name: p.Name, IP: p.Status.PodIP})
+	for _, n := range b {
+		if !seen[n] {
+			out = append(out, n)
+			seen[n] = true
 		}
 	}
-	return pods, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return out
 }
 
 func (r *PerfExperimentReconciler) ensureScript(ctx context.Context, exp *perfv1.PerfExperiment) error {
@@ -331,19 +362,19 @@ func (r *PerfExperimentReconciler) ensureScript(ctx context.Context, exp *perfv1
 }
 
 // createJob creates a window's load Job; one that exists already is the same
-// window (names are deterministic), so it is never created twice.
-func (r *PerfExperimentReconciler) createJob(ctx context.Context, exp *perfv1.PerfExperiment, a engine.Action) error {
-	dep := &appsv1.Deployment{}
+// window (names are deterministic), so it is never created twice. Its pods
+// keep off the target's pods, whose labels come from the scope's target.
+func (r *PerfExperimentReconciler) createJob(ctx context.Context, s *scope, a engine.Action) error {
 	podLabels := map[string]string{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: exp.Namespace, Name: exp.Spec.Target.Deployment}, dep); err == nil {
-		podLabels = dep.Spec.Template.Labels
+	if s.target != nil {
+		podLabels = s.target.Spec.Template.Labels
 	}
-	job, err := k6.BuildJob(exp, a.Window, podLabels)
+	job, err := k6.BuildJob(s.exp, a.Window, podLabels)
 	if err != nil {
 		return err
 	}
-	job.Namespace = exp.Namespace
-	if err := controllerutil.SetControllerReference(exp, job, r.Scheme); err != nil {
+	job.Namespace = s.exp.Namespace
+	if err := controllerutil.SetControllerReference(s.exp, job, r.Scheme); err != nil {
 		return err
 	}
 	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -21,30 +20,35 @@ import (
 	"perfexp.dev/perf-operator/internal/toggle"
 )
 
-// observe gathers what the engine needs. Reads of objects this experiment owns or
-// holds come from label-filtered caches; the rest (a target not held yet, a user
-// script) are single uncached reads made only in preflight.
-func (r *PerfExperimentReconciler) observe(ctx context.Context, exp *perfv1.PerfExperiment) (engine.Observed, error) {
-	obs := engine.Observed{Now: r.Clock.Now(), Deleting: !exp.DeletionTimestamp.IsZero()}
+// observe reads what the engine needs into the reconcile's scope. Reads of
+// objects this experiment owns or holds come from label-filtered caches; the
+// rest (a target not held yet, a user script) are single uncached reads made
+// only in preflight.
+func (r *PerfExperimentReconciler) observe(ctx context.Context, exp *perfv1.PerfExperiment, before *perfv1.PerfExperiment) (*scope, error) {
+	s := &scope{exp: exp, before: before, now: r.Clock.Now()}
+	s.obs = engine.Observed{Now: s.now, Deleting: !exp.DeletionTimestamp.IsZero()}
 	dep, err := r.target(ctx, exp)
 	if err != nil {
-		return obs, err
+		return s, err
+	}
+	if err := s.setTarget(dep); err != nil {
+		return s, err
 	}
 	if dep != nil {
-		if obs.Target, err = r.observeTarget(ctx, exp, dep); err != nil {
-			return obs, err
+		if s.obs.Target, err = r.observeTarget(ctx, s); err != nil {
+			return s, err
 		}
 	}
-	if obs.Jobs, err = r.observeJobs(ctx, exp); err != nil {
-		return obs, err
+	if s.obs.Jobs, err = r.observeJobs(ctx, exp); err != nil {
+		return s, err
 	}
 	pending := exp.Status.Phase == "" || exp.Status.Phase == perfv1.PhasePending
-	if pending && !obs.Deleting && exp.Spec.Load.ScriptRef != nil {
-		if obs.ScriptMissing, err = r.scriptMissing(ctx, exp); err != nil {
-			return obs, err
+	if pending && !s.obs.Deleting && exp.Spec.Load.ScriptRef != nil {
+		if s.obs.ScriptMissing, err = r.scriptMissing(ctx, exp); err != nil {
+			return s, err
 		}
 	}
-	return obs, nil
+	return s, nil
 }
 
 // target reads the target Deployment: from the cache when this experiment holds
@@ -68,46 +72,9 @@ func (r *PerfExperimentReconciler) target(ctx context.Context, exp *perfv1.PerfE
 	return dep, nil
 }
 
-// targetSelector reads the target (as target does) and its pod selector; both
-// are nil when the target is gone.
-func (r *PerfExperimentReconciler) targetSelector(ctx context.Context, exp *perfv1.PerfExperiment) (*appsv1.Deployment, labels.Selector, error) {
-	dep, err := r.target(ctx, exp)
-	if err != nil || dep == nil {
-		return nil, nil, err
-	}
-	if dep.Spec.Selector == nil {
-		return nil, nil, fmt.Errorf("Deployment %s has no selector", dep.Name)
-	}
-	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
-	if err != nil {
-		return nil, nil, err
-	}
-	return dep, sel, nil
-}
-
-// livePods lists the target's pods that are not being deleted, uncached: the
-// target's pods are outside the operator's label-filtered caches. No pods and no
-// error when the target is gone.
-func (r *PerfExperimentReconciler) livePods(ctx context.Context, exp *perfv1.PerfExperiment) ([]corev1.Pod, error) {
-	dep, sel, err := r.targetSelector(ctx, exp)
-	if err != nil || dep == nil {
-		return nil, err
-	}
-	var list corev1.PodList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(exp.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	live := list.Items[:0]
-	for _, pod := range list.Items {
-		if pod.DeletionTimestamp.IsZero() {
-			live = append(live, pod)
-		}
-	}
-	return live, nil
-}
-
-func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv1.PerfExperiment, dep *appsv1.Deployment) (*engine.Target, error) {
-	t := &engine.Target{HeldBy: dep.Annotations[perfv1.AnnotationLock], Rollout: rolloutOf(dep), PodLabels: dep.Spec.Template.Labels, Replicas: 1}
+func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, s *scope) (*engine.Target, error) {
+	exp, dep := s.exp, s.target
+	t := &engine.Target{HeldBy: dep.Annotations[perfv1.AnnotationLock], Rollout: rolloutOf(dep), Replicas: 1}
 	if dep.Spec.Replicas != nil {
 		t.Replicas = *dep.Spec.Replicas
 	}
@@ -117,7 +84,7 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv
 		t.MemoryLimitBytes = limits.Memory().AsApproximateFloat64()
 		t.MissingLimits = missingLimits(limits)
 	}
-	self := exp.Namespace + "/" + exp.Name
+	self := s.self()
 	if t.HeldBy != "" && t.HeldBy != self {
 		gone, err := r.holderGone(ctx, t.HeldBy)
 		if err != nil {
@@ -125,14 +92,19 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, exp *perfv
 		}
 		t.HolderGone = gone
 	}
+	if t.HeldBy == self {
+		if h := dep.Annotations[perfv1.AnnotationTemplateHash]; h != "" && h != templateHash(&dep.Spec.Template) {
+			t.Changed = fmt.Sprintf("the pod template of Deployment %s was changed by someone else while the experiment held it (kubectl rollout undo or set env, a GitOps sync, another controller?): the window cannot be trusted", dep.Name)
+		}
+	}
 	if t.HeldBy == self && dep.Annotations[perfv1.AnnotationOriginal] != "" {
 		// Never capture again from a template this experiment may have toggled.
 		t.Original = dep.Annotations[perfv1.AnnotationOriginal]
 	} else {
 		captureTarget(exp, dep, t)
-		if exp.Spec.Toggle.Exec != nil && r.Exec.Executor == nil && t.CaptureError == "" {
+		if _, err := r.drivers().For(&exp.Spec.Toggle); err != nil && t.CaptureError == "" {
 			// Refused before anything changes, rather than at the switch.
-			t.Original, t.CaptureError, t.CaptureReason = "", toggle.ErrExecDisabled.Error(), perfv1.ReasonInvalidSpec
+			t.Original, t.CaptureError, t.CaptureReason = "", err.Error(), perfv1.ReasonInvalidSpec
 		}
 	}
 	return t, nil

@@ -39,6 +39,11 @@ type pending struct {
 	pods     []guardrail.PodState
 	podNames []string
 	provider metrics.Provider
+	// toggleError is a refused toggle the engine has not yet aborted on.
+	toggleError string
+	// failedTries counts reconciles in a row whose actions failed, for the
+	// retry's backoff.
+	failedTries uint
 }
 
 // buffers holds every experiment's pending samples.
@@ -70,24 +75,27 @@ func (b *buffers) drop(key types.NamespacedName) {
 // sample takes a sample when one is due and hands every pending sample to the
 // engine. A failing source becomes a recorded failure, never a reconcile error:
 // a metrics outage marks windows, it does not stop the run.
-func (r *PerfExperimentReconciler) sample(ctx context.Context, exp *perfv1.PerfExperiment, obs *engine.Observed) {
+func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
+	exp, obs := s.exp, &s.obs
 	key := client.ObjectKeyFromObject(exp)
 	p := r.samples.get(key)
 	now := obs.Now
 	if engine.SampleDue(exp, p.last, now) {
 		if p.taken%FlushEvery == 0 || p.podNames == nil {
-			r.refreshPods(ctx, exp, p)
+			r.refreshPods(ctx, s, p)
 		}
-		if err := r.takeSample(ctx, exp, p, now); err != nil {
+		if err := r.takeSample(ctx, s, p, now); err != nil {
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
 		p.last = now
 		p.taken++
 	}
 	obs.Samples, obs.SampleFailures, obs.LastPendingSample, obs.Pods = p.samples, p.failures, p.last, p.pods
+	obs.ToggleError = p.toggleError
 }
 
-func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.PerfExperiment, p *pending, now time.Time) error {
+func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *pending, now time.Time) error {
+	exp := s.exp
 	if p.provider == nil {
 		if r.Metrics == nil {
 			return fmt.Errorf("no metrics source configured")
@@ -98,14 +106,10 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.P
 		}
 		p.provider = prov
 	}
-	dep, sel, err := r.targetSelector(ctx, exp)
-	if err != nil || dep == nil {
-		return fmt.Errorf("reading the target Deployment %q: %v", exp.Spec.Target.Deployment, err)
+	if s.target == nil {
+		return fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)
 	}
-	t := metrics.Target{Namespace: exp.Namespace, Pods: p.podNames, PodSelector: sel.String(), Container: exp.Spec.Target.Container}
-	if t.Container == "" && len(dep.Spec.Template.Spec.Containers) > 0 {
-		t.Container = dep.Spec.Template.Spec.Containers[0].Name
-	}
+	t := metrics.Target{Namespace: exp.Namespace, Pods: p.podNames, PodSelector: s.selector.String(), Container: s.container}
 	got, err := p.provider.Sample(ctx, t)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.provider.Name(), err)
@@ -120,25 +124,27 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.P
 	return nil
 }
 
-// refreshPods lists the target's pods (uncached: they are outside the
-// operator's label-filtered caches) for their names and restart states.
-func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, exp *perfv1.PerfExperiment, p *pending) {
-	live, err := r.livePods(ctx, exp)
-	if err != nil {
+// refreshPods lists the target's pods (through the scope: once per reconcile)
+// for their names and the named container's restart states.
+func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, s *scope, p *pending) {
+	live, err := s.livePods(ctx, r.APIReader)
+	if err != nil || s.target == nil {
 		return
 	}
-	container := exp.Spec.Target.Container
 	p.pods, p.podNames = nil, []string{}
 	for _, pod := range live {
 		p.podNames = append(p.podNames, pod.Name)
-		p.pods = append(p.pods, podState(&pod, container))
+		p.pods = append(p.pods, podState(&pod, s.container))
 	}
 }
 
+// podState is the named container's state in a pod: restarts and OOM kills
+// are judged on the container that is toggled and measured, found by name
+// (the kubelet orders container statuses by name, not as in the template).
 func podState(pod *corev1.Pod, container string) guardrail.PodState {
 	s := guardrail.PodState{Name: pod.Name}
-	for i, cs := range pod.Status.ContainerStatuses {
-		if (container != "" && cs.Name != container) || (container == "" && i > 0) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != container {
 			continue
 		}
 		s.Restarts = cs.RestartCount

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -58,9 +59,13 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 		return
 	}
 	applied := st.Toggle != nil && st.Toggle.Applied
-	if applied {
+	switch {
+	case applied:
 		set(perfv1.ConditionToggleApplied, metav1.ConditionTrue, perfv1.ReasonToggleOn, "the toggle is in effect on the target")
-	} else {
+	case st.Toggle != nil && len(st.Toggle.Pods) > 0:
+		// Sent to pods, or not yet switched back on them: on until reverted or gone.
+		set(perfv1.ConditionToggleApplied, metav1.ConditionTrue, perfv1.ReasonToggleOn, "the toggle may be on in pods "+strings.Join(st.Toggle.Pods, ", "))
+	default:
 		set(perfv1.ConditionToggleApplied, metav1.ConditionFalse, perfv1.ReasonToggleOff, "the target is as it was before the experiment")
 	}
 	if m := st.Measurement; m != nil && !st.Phase.IsTerminal() {
@@ -70,6 +75,7 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 			set(perfv1.ConditionMetricsAvailable, metav1.ConditionTrue, perfv1.ReasonMetricsOK, "samples from "+string(st.MetricsSource))
 		}
 	}
+	setRevertFailing(st, d, gen, now)
 	setPassed(st, crit, gen, now)
 	if st.Phase.IsTerminal() {
 		set(perfv1.ConditionTargetLocked, metav1.ConditionFalse, perfv1.ReasonLockReleased, "the target is released")
@@ -96,4 +102,33 @@ func setPassed(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, ge
 		c.Message = "the run ended without a trustworthy verdict (" + string(st.Verdict) + ")"
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// setRevertFailing resolves a RevertFailing condition once the decision ends
+// it: the revert went through, or toggle.onRevertFailure took over. It is set
+// True where the revert fails (summarize), since a failing decision's status
+// is not persisted.
+func setRevertFailing(st *perfv1.PerfExperimentStatus, d engine.Decision, gen int64, now time.Time) {
+	c := meta.FindStatusCondition(st.Conditions, perfv1.ConditionRevertFailing)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return
+	}
+	set := func(s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: perfv1.ConditionRevertFailing, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
+		})
+	}
+	switch {
+	case d.RevertOutcome == perfv1.ReasonPodsRestarted:
+		set(metav1.ConditionFalse, d.RevertOutcome, "the revert kept failing; the pods it could not reach were deleted and replaced without the toggle")
+	case d.RevertOutcome == perfv1.ReasonRevertAbandoned:
+		msg := "the revert kept failing; toggle.onRevertFailure is Keep"
+		if st.Toggle != nil && len(st.Toggle.Pods) > 0 {
+			msg += ": the toggle may still be on in pods " + strings.Join(st.Toggle.Pods, ", ")
+		}
+		set(metav1.ConditionTrue, d.RevertOutcome, msg)
+	case c.Reason == perfv1.ReasonRevertAbandoned:
+	case st.Toggle == nil || (!st.Toggle.Applied && len(st.Toggle.Pods) == 0):
+		set(metav1.ConditionFalse, perfv1.ReasonReverted, "the revert went through")
+	}
 }

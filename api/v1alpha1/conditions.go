@@ -40,6 +40,11 @@ const (
 	// ConditionMetricsAvailable is False when the metrics source could not be
 	// reached; affected windows are marked invalid (polarity: normal-true).
 	ConditionMetricsAvailable = "MetricsAvailable"
+
+	// ConditionRevertFailing is True while reverting the toggle fails: the
+	// toggle may still be on the pods named in status.toggle.pods (or in the
+	// template). Abnormal-true: it is absent or False in a healthy run.
+	ConditionRevertFailing = "RevertFailing"
 )
 
 // Condition reasons. Event reasons are the same strings.
@@ -102,6 +107,25 @@ const (
 	// ReasonMetricsOK and ReasonMetricsUnavailable explain ConditionMetricsAvailable.
 	ReasonMetricsOK          = "MetricsOK"
 	ReasonMetricsUnavailable = "MetricsUnavailable"
+	// ReasonTargetChanged: someone else changed the target while the experiment
+	// held it (its lock annotations were removed, as kubectl replace does, or its
+	// pod template was changed, as rollout undo or set env do); the window is
+	// invalid and the run aborts, reverting from the recorded original.
+	ReasonTargetChanged = "TargetChanged"
+	// ReasonRevertFailing explains ConditionRevertFailing=True; ReasonReverted
+	// explains it False once the revert went through (or the pods were
+	// replaced).
+	ReasonRevertFailing = "RevertFailing"
+	ReasonReverted      = "Reverted"
+	// ReasonPodsRestarted: the revert kept failing for guardrails.revertTimeout
+	// and the pods it could not reach were deleted (toggle.onRevertFailure
+	// RestartPods); ReasonRevertAbandoned: they were kept (Keep).
+	ReasonPodsRestarted   = "PodsRestarted"
+	ReasonRevertAbandoned = "RevertAbandoned"
+	// ReasonRetrying: an action failed for a reason that may pass (the API
+	// server or a pod did not answer); the reconcile is retried with bounded
+	// backoff and the message names the action.
+	ReasonRetrying = "Retrying"
 )
 
 // Annotations and labels the operator puts on objects it touches.
@@ -116,6 +140,11 @@ const (
 	// LabelExperiment on k6 Jobs and pods names the experiment that owns them; the
 	// operator's caches are filtered by it.
 	LabelExperiment = "perfexp.dev/experiment"
+	// AnnotationTemplateHash on the target Deployment is the digest of the pod
+	// template as the holding experiment last wrote (or found) it, written in
+	// the same update; a template that no longer matches it was changed by
+	// someone else.
+	AnnotationTemplateHash = "perfexp.dev/template-hash"
 	// Finalizer makes deletion wait until the toggle is reverted, the load stopped
 	// and the lock released.
 	Finalizer = "perfexp.dev/cleanup"

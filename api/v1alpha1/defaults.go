@@ -30,6 +30,7 @@ const (
 	DefaultConsecutive        int32      = 3
 	DefaultScriptKey                     = "script.js"
 	DefaultJobsPolicy         JobsPolicy = JobsPolicyDelete
+	DefaultRevertTimeout      Duration   = "2m"
 )
 
 // Default fills every unset field that has a default, exactly as the CRD's
@@ -78,6 +79,10 @@ func (in *PerfExperiment) Default() {
 		setDuration(&e.Timeout, DefaultExecToggleTimeout)
 	}
 	g := &s.Guardrails
+	setDuration(&g.RevertTimeout, DefaultRevertTimeout)
+	if s.Toggle.OnRevertFailure == "" {
+		s.Toggle.OnRevertFailure = RevertFailureRestartPods
+	}
 	if g.ErrorRate == "" {
 		g.ErrorRate = DefaultErrorRate
 	}

@@ -365,7 +365,27 @@ type ToggleSpec struct {
 	// which the Helm chart grants only with toggles.exec.enabled=true.
 	// +optional
 	Exec *ExecToggle `json:"exec,omitempty"`
+
+	// OnRevertFailure is what happens when the revert keeps failing for
+	// guardrails.revertTimeout: RestartPods deletes the pods the toggle may
+	// still be on, so their Deployment replaces them with clean ones (a
+	// template toggle is reverted in the template, so this applies to runtime
+	// toggles); Keep leaves them running for inspection and ends the run with
+	// the pods named in status.toggle.pods and the RevertFailing condition.
+	// +optional
+	// +kubebuilder:default=RestartPods
+	OnRevertFailure RevertFailurePolicy `json:"onRevertFailure,omitempty"`
 }
+
+// RevertFailurePolicy says what to do with pods a revert cannot reach.
+// +kubebuilder:validation:Enum=RestartPods;Keep
+type RevertFailurePolicy string
+
+// The revert failure policies.
+const (
+	RevertFailureRestartPods RevertFailurePolicy = "RestartPods"
+	RevertFailureKeep        RevertFailurePolicy = "Keep"
+)
 
 // ExecToggle is a runtime switch: a command run in the target container of
 // every ready pod, and its revert. Commands run without a shell; use
@@ -572,6 +592,14 @@ type GuardrailsSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('2h'))",message="must be between 10s and 2h"
 	RolloutTimeout Duration `json:"rolloutTimeout,omitempty"`
+
+	// RevertTimeout is how long a failing revert is retried (with bounded
+	// backoff, the RevertFailing condition set and a Warning event at once)
+	// before toggle.onRevertFailure decides and the run ends.
+	// +optional
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('1h'))",message="must be between 10s and 1h"
+	RevertTimeout Duration `json:"revertTimeout,omitempty"`
 }
 
 // HeapGuardrail detects runaway growth early, while ignoring a healthy GC sawtooth.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -167,7 +168,29 @@ func (x *decider) run() {
 	case x.obs.ToggleError != "":
 		x.finish(perfv1.PhaseAborted, perfv1.ReasonToggleFailed, x.obs.ToggleError)
 		return
+	case x.obs.Target.Changed != "":
+		x.finish(perfv1.PhaseAborted, perfv1.ReasonTargetChanged, x.obs.Target.Changed)
+		return
 	}
+	if msg := x.lockLost(); msg != "" {
+		// The lock is also gone when this experiment released it itself and
+		// the status write recording the ending was lost: then the same
+		// decision ends the run again, and that ending stands.
+		trial := &decider{exp: x.exp, spec: x.spec, obs: x.obs, plan: x.plan, persisted: x.persisted, st: x.st.DeepCopy()}
+		trial.d.Actions = append([]Action(nil), x.d.Actions...)
+		trial.advance()
+		if trial.st.Phase.IsTerminal() {
+			*x = *trial
+			return
+		}
+		x.finish(perfv1.PhaseAborted, perfv1.ReasonTargetChanged, msg)
+		return
+	}
+	x.advance()
+}
+
+// advance moves a running experiment through its phase.
+func (x *decider) advance() {
 	if samplingPhase(x.st.Phase) && !x.measureSamples() {
 		return
 	}
@@ -212,36 +235,87 @@ func (x *decider) finish(phase perfv1.Phase, reason, msg string) {
 	x.event(true, reason, "%s: %s", phase, msg)
 }
 
-// stopEverything reverts the toggle, stops running load and releases the lock.
+// stopEverything stops running load, reverts the toggle and releases the lock,
+// in that order: a revert that hangs or fails must not keep the load running.
 func (x *decider) stopEverything() {
-	if x.holdsLock() {
-		x.revert()
-	}
-	// Running load stops now. A finished Job stays until its results are in the
-	// persisted status (housekeeping removes it then): if this decision's status
-	// write is lost, the next one still finds the results.
+	// A finished Job stays until its results are in the persisted status
+	// (housekeeping removes it then): if this decision's status write is lost,
+	// the next one still finds the results.
 	for _, name := range sortedJobNames(x.obs.Jobs) {
 		if j := x.obs.Jobs[name]; !j.Complete && !j.Failed {
 			x.act(Action{Kind: ActionDeleteJob, JobName: name})
 		}
 	}
 	x.deleteRecordedJobs()
-	if x.holdsLock() {
+	if x.mayRevert() {
+		x.revert()
+	}
+	x.release()
+}
+
+// release removes the lock, or the label a lost lock left behind.
+func (x *decider) release() {
+	switch {
+	case x.holdsLock():
 		x.act(Action{Kind: ActionReleaseLock})
 		x.event(false, perfv1.ReasonLockReleased, "released Deployment %s", x.spec.Target.Deployment)
+	case x.obs.Target != nil && x.obs.Target.HeldBy == "" && x.st.Toggle != nil:
+		x.act(Action{Kind: ActionReleaseLock})
 	}
 }
 
-// revert restores the target. It is emitted whenever the run ends while this
-// experiment holds the target, even when status says the toggle is off: a crash
-// between applying and recording leaves the two apart, and reverting an
-// unapplied toggle is a no-op.
+// lockLost says how the lock of a started run was lost, or "": the lock
+// annotations were removed (kubectl replace, a GitOps sync with Replace=true)
+// or someone else's lock is on the target now.
+func (x *decider) lockLost() string {
+	t := x.obs.Target
+	if t == nil || x.holdsLock() || x.st.Toggle == nil {
+		return ""
+	}
+	if t.HeldBy == "" {
+		return fmt.Sprintf("the lock annotations on Deployment %s were removed while the experiment held it (kubectl replace, or a sync that replaces the object?)", x.spec.Target.Deployment)
+	}
+	return fmt.Sprintf("Deployment %s is now locked by %s, not by this experiment", x.spec.Target.Deployment, t.HeldBy)
+}
+
+// togglePending reports whether the status says the toggle may be on: applied,
+// or sent to pods (recorded before sending) that were not switched back yet.
+func (x *decider) togglePending() bool {
+	return x.st.Toggle != nil && (x.st.Toggle.Applied || len(x.st.Toggle.Pods) > 0)
+}
+
+// mayRevert reports whether an ending reverts: the target exists and nobody
+// else holds it, and this experiment holds it (a crash between applying and
+// recording leaves status and target apart, and reverting an unapplied toggle
+// is a no-op) or its status says the toggle may be on. The revert runs from the
+// recorded original whether or not the lock is still there.
+func (x *decider) mayRevert() bool {
+	t := x.obs.Target
+	if t == nil || (t.HeldBy != "" && !x.holdsLock()) {
+		return false
+	}
+	return x.holdsLock() || x.togglePending()
+}
+
+// revert restores the target from the original-state record, and every pod the
+// toggle may be on. After guardrails.revertTimeout of failing reverts, the
+// pods it cannot reach are handed to toggle.onRevertFailure instead.
 func (x *decider) revert() {
-	original := x.obs.Target.Original
+	original := ""
+	if x.obs.Target != nil {
+		original = x.obs.Target.Original
+	}
 	if x.st.Toggle != nil && x.st.Toggle.Original != "" {
 		original = x.st.Toggle.Original
 	}
-	x.act(Action{Kind: ActionRevertToggle, Original: original})
+	var pods []string
+	if x.st.Toggle != nil {
+		pods = x.st.Toggle.Pods
+	}
+	if x.escalate(pods) {
+		return
+	}
+	x.act(Action{Kind: ActionRevertToggle, Original: original, Pods: pods})
 	if x.st.Toggle != nil && x.st.Toggle.Applied {
 		now := x.now()
 		x.st.Toggle.Applied = false
@@ -250,26 +324,63 @@ func (x *decider) revert() {
 	}
 }
 
-// finalize runs on deletion: revert, stop, release, then let the object go.
-func (x *decider) finalize() {
-	if x.obs.Target != nil && x.holdsLock() {
-		x.revert()
+// escalate hands pods a revert could not reach for guardrails.revertTimeout to
+// toggle.onRevertFailure, and reports whether it did. Only runtime toggles
+// escalate: a template revert is one API write, retried until it goes through.
+func (x *decider) escalate(pods []string) bool {
+	c := meta.FindStatusCondition(x.persisted.Conditions, perfv1.ConditionRevertFailing)
+	if len(pods) == 0 || x.spec.Toggle.RollsPods() || c == nil || c.Status != metav1.ConditionTrue {
+		return false
 	}
+	timeout := x.plan.revertTimeout
+	if x.obs.Now.Sub(c.LastTransitionTime.Time) < timeout {
+		return false
+	}
+	now := x.now()
+	x.st.Toggle.Applied = false
+	x.st.Toggle.RevertedAt = &now
+	if x.spec.Toggle.OnRevertFailure == perfv1.RevertFailureKeep {
+		x.d.RevertOutcome = perfv1.ReasonRevertAbandoned
+		x.event(true, perfv1.ReasonRevertAbandoned, "the revert failed for %s; toggle.onRevertFailure is Keep: the toggle may still be on pods %s", timeout, strings.Join(pods, ", "))
+		return true
+	}
+	x.act(Action{Kind: ActionDeletePods, Pods: pods})
+	x.st.Toggle.Pods = nil
+	x.d.RevertOutcome = perfv1.ReasonPodsRestarted
+	x.event(true, perfv1.ReasonPodsRestarted, "the revert failed for %s; deleted pods %s so that they come back without the toggle", timeout, strings.Join(pods, ", "))
+	return true
+}
+
+// finalize runs on deletion: stop the load, revert, release, then let the
+// object go.
+func (x *decider) finalize() {
 	for _, name := range sortedJobNames(x.obs.Jobs) {
 		x.act(Action{Kind: ActionDeleteJob, JobName: name})
 	}
-	if x.holdsLock() {
+	if x.mayRevert() && !x.abandoned() {
+		x.revert()
+	}
+	if x.holdsLock() || (x.obs.Target != nil && x.obs.Target.HeldBy == "" && x.st.Toggle != nil) {
 		x.act(Action{Kind: ActionReleaseLock})
 	}
 	x.act(Action{Kind: ActionRemoveFinalizer})
 }
 
+// abandoned reports whether a revert was given up under toggle.onRevertFailure
+// Keep: the pods stay as they are, for inspection.
+func (x *decider) abandoned() bool {
+	c := meta.FindStatusCondition(x.persisted.Conditions, perfv1.ConditionRevertFailing)
+	return c != nil && c.Reason == perfv1.ReasonRevertAbandoned
+}
+
 // housekeeping keeps a finished experiment tidy: Jobs whose results are recorded
-// go (policy Delete) and a lock left by a crash before the status write is
-// released, with the toggle reverted.
+// go (policy Delete), and a toggle left on or a lock left by a crash before the
+// status write (or a revert still failing) is reverted and released.
 func (x *decider) housekeeping() {
-	if x.holdsLock() {
+	if x.mayRevert() && !x.abandoned() {
 		x.revert()
+	}
+	if x.holdsLock() {
 		x.act(Action{Kind: ActionReleaseLock})
 	}
 	if x.spec.Cleanup.Jobs == perfv1.JobsPolicyDelete {

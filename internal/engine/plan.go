@@ -23,6 +23,12 @@ const (
 	// DefaultRolloutTimeout applies when neither the spec nor the Deployment
 	// gives one (Kubernetes' own default progressDeadlineSeconds).
 	DefaultRolloutTimeout = 10 * time.Minute
+	// DefaultRevertTimeout applies to an experiment stored before
+	// spec.guardrails.revertTimeout existed.
+	DefaultRevertTimeout = 2 * time.Minute
+	// RevertRetryMax bounds the backoff between attempts of a failing revert (or
+	// any failing action), so a recovered endpoint is retried within it.
+	RevertRetryMax = 15 * time.Second
 	// Overdue is how long past its planned end a load Job may still run before
 	// the run fails; the Job's own activeDeadlineSeconds normally ends it sooner.
 	Overdue = 15 * time.Minute
@@ -34,7 +40,7 @@ const (
 // plan is the spec's timing, parsed once per decision. The spec was validated at
 // admission; a value that still fails to parse stalls the run in preflight.
 type plan struct {
-	warmup, baseline, treatment, settle, rolloutTimeout time.Duration
+	warmup, baseline, treatment, settle, rolloutTimeout, revertTimeout time.Duration
 }
 
 func newPlan(spec *perfv1.PerfExperimentSpec, target *Target) (plan, error) {
@@ -54,6 +60,10 @@ func newPlan(spec *perfv1.PerfExperimentSpec, target *Target) (plan, error) {
 	p.treatment = parse("spec.windows.treatment", spec.Windows.Treatment)
 	p.settle = parse("spec.windows.settle", spec.Windows.Settle)
 	p.rolloutTimeout = parse("spec.guardrails.rolloutTimeout", spec.Guardrails.RolloutTimeout)
+	p.revertTimeout = parse("spec.guardrails.revertTimeout", spec.Guardrails.RevertTimeout)
+	if p.revertTimeout == 0 {
+		p.revertTimeout = DefaultRevertTimeout
+	}
 	if p.rolloutTimeout == 0 {
 		p.rolloutTimeout = DefaultRolloutTimeout
 		if target != nil && target.Rollout.ProgressDeadline > 0 {

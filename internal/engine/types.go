@@ -71,8 +71,10 @@ type Target struct {
 	MissingLimits string
 	// Rollout is the Deployment's rollout state.
 	Rollout Rollout
-	// PodLabels are the target pods' labels, for k6 anti-affinity.
-	PodLabels map[string]string
+	// Changed says what someone else changed on a target this experiment
+	// holds (its pod template no longer matches the digest written with the
+	// experiment's last change), or "".
+	Changed string
 	// Replicas is the Deployment's desired replica count.
 	Replicas int32
 	// CPULimitCores and MemoryLimitBytes are the target container's limits.
@@ -142,6 +144,9 @@ const (
 	ActionCreateJob ActionKind = "CreateJob"
 	// ActionDeleteJob deletes Job JobName (and its pods, at once).
 	ActionDeleteJob ActionKind = "DeleteJob"
+	// ActionDeletePods deletes Pods, which the revert could not reach, so their
+	// Deployment replaces them with pods that never had the toggle.
+	ActionDeletePods ActionKind = "DeletePods"
 	// ActionReleaseLock removes the lock and original-state annotations.
 	ActionReleaseLock ActionKind = "ReleaseLock"
 	// ActionRemoveFinalizer lets a deleted experiment go.
@@ -158,6 +163,9 @@ type Action struct {
 	// Original is the record ActionAcquireLock writes and ActionRevertToggle
 	// restores.
 	Original string
+	// Pods are the pods ActionRevertToggle switches back (runtime toggles: the
+	// pods the toggle may be on) and ActionDeletePods deletes.
+	Pods []string
 }
 
 // Event is a Kubernetes event to record; reasons equal condition reasons.
@@ -189,4 +197,7 @@ type Decision struct {
 	// RequeueAfter is when to look again if no event arrives first; 0 means only
 	// events wake the experiment.
 	RequeueAfter time.Duration
+	// RevertOutcome is set when a failing revert was given up:
+	// perfv1.ReasonPodsRestarted or perfv1.ReasonRevertAbandoned.
+	RevertOutcome string
 }
