@@ -33,8 +33,10 @@ type outcome struct {
 	// will not fix (an admin endpoint answered no, the template cannot take
 	// it): the engine aborts with ToggleFailed and reverts.
 	refused bool
-	// mayBeOn are pods a runtime toggle may be on after the failure.
-	mayBeOn []string
+	// pods, when podsKnown, are exactly the pods a runtime toggle may be on
+	// after the failure; they replace status.toggle.pods.
+	pods      []string
+	podsKnown bool
 }
 
 func (o outcome) failed() bool { return o.err != nil }
@@ -228,15 +230,22 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 		if err != nil {
 			return outcome{err: err}
 		}
-		intent := union(recorded, podNames(pods))
+		var prior []string
+		if t := s.before.Status.Toggle; t != nil {
+			prior = t.Pods
+		}
+		intent := union(prior, podNames(pods))
 		if err := r.recordIntent(ctx, s, intent); err != nil {
 			return outcome{err: err}
 		}
-		if _, err := drv.Apply(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: pods}); err != nil {
-			// Apply already reverted the pods it reached where it could; the
-			// abort that follows reverts every recorded pod again, since a pod
-			// that refused a repeated apply may still be on from the first.
-			return outcome{err: err, refused: true, mayBeOn: intent}
+		stillOn, err := drv.Apply(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: pods})
+		if err != nil {
+			// Apply switched back the pods it reached where it could, and a pod
+			// that refused this first apply never switched. A pod recorded by
+			// an earlier attempt (a crash with the request in flight) may have
+			// refused only because it is on already: it stays recorded, and
+			// the abort that follows switches it back.
+			return outcome{err: err, refused: true, pods: union(prior, stillOn), podsKnown: true}
 		}
 		if d.Status.Toggle != nil {
 			d.Status.Toggle.Pods = intent
@@ -259,7 +268,9 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 			return outcome{err: err}
 		}
 		if err := drv.Revert(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: targets}); err != nil {
-			return outcome{err: err, mayBeOn: toggle.FailedPods(err)}
+			// The pods that failed stay recorded; those switched back are done.
+			failed := toggle.FailedPods(err)
+			return outcome{err: err, pods: failed, podsKnown: len(failed) > 0}
 		}
 	}
 	// Every recorded pod is now switched back or gone.

@@ -35,9 +35,10 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=metrics.k8s.io,resources=pods,verbs=get;list
 
-// StalledRecheck is how often an experiment stalled in preflight looks again.
-// A target it does not hold yet is outside the operator's label-filtered caches,
-// so no event would wake it.
+// StalledRecheck is how often an experiment waiting for its script ConfigMap
+// looks again: a ConfigMap it did not create is outside the operator's
+// label-filtered caches, so no event would wake it. Every other wait in
+// preflight is woken by its target Deployment's events.
 const StalledRecheck = time.Minute
 
 // PerfExperimentReconciler reconciles PerfExperiment objects.
@@ -57,6 +58,9 @@ type PerfExperimentReconciler struct {
 	Exec toggle.Execer
 	// Metrics resolves each experiment's metrics provider.
 	Metrics MetricsSource
+	// Workers is how many experiments are reconciled at once (one at a time
+	// each); at least 1.
+	Workers int
 
 	samples buffers
 }
@@ -70,8 +74,10 @@ func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	if exp.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(exp, perfv1.Finalizer) {
 		// The finalizer goes on before anything is touched, so deletion always
-		// passes through cleanup.
-		return ctrl.Result{}, r.Update(ctx, exp)
+		// passes through cleanup; the run then starts in the same reconcile.
+		if err := r.Update(ctx, exp); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	exp.Default()
 	before := exp.DeepCopy()
@@ -86,7 +92,7 @@ func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 }
 
 func requeueAfter(d engine.Decision) time.Duration {
-	if d.Stall != nil || (d.Waiting != "" && d.RequeueAfter == 0 && d.Status.Phase == perfv1.PhasePending) {
+	if d.Stall != nil && d.Stall.Reason == perfv1.ReasonScriptNotFound {
 		return StalledRecheck
 	}
 	return d.RequeueAfter

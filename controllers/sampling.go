@@ -24,6 +24,10 @@ import (
 // and a guardrail breach is written at once.
 const FlushEvery = 4
 
+// SampleTimeout bounds one metrics query, so a hanging metrics API holds a
+// worker for at most this long; the failure marks the sample missing.
+const SampleTimeout = 10 * time.Second
+
 // MetricsSource resolves an experiment's metrics provider.
 type MetricsSource interface {
 	// Provider returns the provider for the spec and why it was chosen.
@@ -110,7 +114,9 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 		return fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)
 	}
 	t := metrics.Target{Namespace: exp.Namespace, Pods: p.podNames, PodSelector: s.selector.String(), Container: s.container}
-	got, err := p.provider.Sample(ctx, t)
+	qctx, cancel := context.WithTimeout(ctx, SampleTimeout)
+	defer cancel()
+	got, err := p.provider.Sample(qctx, t)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.provider.Name(), err)
 	}

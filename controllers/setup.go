@@ -10,8 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -35,9 +37,21 @@ func CacheOptions() cache.Options {
 	}}
 }
 
+// targetIndex indexes experiments by their target Deployment's name, so a
+// Deployment's event wakes exactly the experiments waiting for it.
+const targetIndex = "spec.target.deployment"
+
 // SetupWithManager registers the reconciler: experiments, the Jobs they own, the
-// Jobs' pods (their start and results) and the targets they hold wake it.
+// Jobs' pods (their start and results) and the targets they hold wake it; and a
+// metadata-only watch of Deployments wakes an experiment waiting in preflight
+// when its target appears, is released by another experiment, or finishes a
+// rollout, so a waiting experiment costs no request until its inputs change.
 func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &perfv1.PerfExperiment{}, targetIndex, func(o client.Object) []string {
+		return []string{o.(*perfv1.PerfExperiment).Spec.Target.Deployment}
+	}); err != nil {
+		return err
+	}
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[perfv1.LabelExperiment]
 		if name == "" {
@@ -45,11 +59,30 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	waiting := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list perfv1.PerfExperimentList
+		if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{targetIndex: o.GetName()}); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			if e := &list.Items[i]; e.Status.Phase == "" || e.Status.Phase == perfv1.PhasePending {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+			}
+		}
+		return out
+	})
+	workers := r.Workers
+	if workers < 1 {
+		workers = 1
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&perfv1.PerfExperiment{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, byLabel).
 		Watches(&appsv1.Deployment{}, byLabel).
+		Watches(&appsv1.Deployment{}, waiting, builder.OnlyMetadata).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("perfexperiment").
 		Complete(r)
 }

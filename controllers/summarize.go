@@ -49,8 +49,8 @@ func (r *PerfExperimentReconciler) summarize(ctx context.Context, s *scope, d *e
 	}
 	exp, before := s.exp, s.before
 	exp.Status = *before.Status.DeepCopy()
-	if t := exp.Status.Toggle; t != nil && len(out.mayBeOn) > 0 {
-		t.Pods = union(t.Pods, out.mayBeOn)
+	if t := exp.Status.Toggle; t != nil && out.podsKnown {
+		t.Pods = out.pods
 	}
 	now := metav1.NewTime(r.Clock.Now())
 	switch {
@@ -100,8 +100,8 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	}
 	setConditions(&exp.Status, exp.Spec.SuccessCriteria, exp.Generation, d, r.Clock.Now())
 	exp.Status.ObservedGeneration = exp.Generation
-	if !flushDue(&before.Status, &exp.Status, p) {
-		return nil
+	if !flushDue(&before.Status, &exp.Status, p) || equality.Semantic.DeepEqual(before.Status, exp.Status) {
+		return nil // nothing a reader can see changed: no request
 	}
 	for _, e := range d.Events {
 		typ := "Normal"

@@ -39,6 +39,7 @@ type options struct {
 	watchNamespaces  string
 	shutdownTimeout  time.Duration
 	execToggles      bool
+	workers          int
 }
 
 func main() {
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces (cluster-wide RBAC needed).")
 	flag.BoolVar(&o.execToggles, "exec-toggles", false, "Run exec toggles (commands in the target pods through pods/exec); needs get and create on pods/exec. Off: experiments with an exec toggle are refused before they change anything.")
+	flag.IntVar(&o.workers, "workers", 4, "How many experiments are reconciled at once (each one at a time, in order); a slow target's toggle or metrics query holds only one of them, for at most its timeout.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -105,6 +107,7 @@ func run(o options) error {
 		Scheme:    mgr.GetScheme(),
 		Recorder:  mgr.GetEventRecorderFor("perf-operator"),
 		Clock:     clock.RealClock{},
+		Workers:   o.workers,
 	}
 	if o.execToggles {
 		core, err := kubernetes.NewForConfig(cfg)

@@ -25,6 +25,8 @@ type world struct {
 
 	targetExists bool
 	heldBy       string
+	// changed is what someone else changed on the target (Target.Changed).
+	changed string
 	applied      bool // whether the toggle is in effect on the target
 	generation   int64
 	observedGen  int64
@@ -96,7 +98,7 @@ func (w *world) observe() Observed {
 		if done {
 			w.observedGen = w.generation
 		}
-		o.Target = &Target{HeldBy: w.heldBy, Original: `{"kind":"test"}`, Replicas: 2, CPULimitCores: 2, MemoryLimitBytes: 4 << 30,
+		o.Target = &Target{HeldBy: w.heldBy, Changed: w.changed, Original: `{"kind":"test"}`, Replicas: 2, CPULimitCores: 2, MemoryLimitBytes: 4 << 30,
 			Rollout: Rollout{ObservedGeneration: w.observedGen, Complete: done, Message: "1 of 2 updated replicas available"}}
 	}
 	for name, j := range w.jobs {
