@@ -79,6 +79,7 @@ func (r *PerfExperimentReconciler) execute(ctx context.Context, s *scope, d *eng
 			out.err = fmt.Errorf("%s: %w", a.Kind, out.err)
 			return out
 		}
+		afterEffect(a.Kind)
 	}
 	return outcome{}
 }

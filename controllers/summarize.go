@@ -49,6 +49,13 @@ func (r *PerfExperimentReconciler) summarize(ctx context.Context, s *scope, d *e
 	}
 	exp, before := s.exp, s.before
 	exp.Status = *before.Status.DeepCopy()
+	if d != nil && out.revertFailed() && d.Status.Phase.IsTerminal() {
+		// The run has ended (an abort, a breach, the last window) and only
+		// switching back failed: the ending and its reason are recorded now,
+		// with the toggle still marked on; the terminal phase keeps retrying
+		// the revert until it goes through or toggle.onRevertFailure decides.
+		r.recordEnding(exp, d, before.Status.Toggle)
+	}
 	if t := exp.Status.Toggle; t != nil && out.podsKnown {
 		t.Pods = out.pods
 	}
@@ -115,8 +122,7 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	// patches replace lists wholesale, so a stale base would drop the windows'
 	// latest samples. The retry decides again on fresh data; actions are
 	// idempotent.
-	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
-	if err := r.Status().Patch(ctx, exp, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchStatus(ctx, before, exp); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	recordWrite(key, &before.Status, &exp.Status, judged(&before.Status, &exp.Status, p))
@@ -125,5 +131,54 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 		r.samples.drop(key)
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "phase", exp.Status.Phase, "actions", len(d.Actions), "requeueAfter", d.RequeueAfter)
+	return nil
+}
+
+// recordEnding puts an ending decision whose revert failed into exp's status:
+// its phase, abort, windows and events, but the toggle as it still is.
+func (r *PerfExperimentReconciler) recordEnding(exp *perfv1.PerfExperiment, d *engine.Decision, toggle *perfv1.ToggleStatus) {
+	exp.Status = *d.Status.DeepCopy()
+	if toggle != nil && exp.Status.Toggle != nil {
+		exp.Status.Toggle.Applied, exp.Status.Toggle.RevertedAt, exp.Status.Toggle.Pods = toggle.Applied, toggle.RevertedAt, toggle.Pods
+	}
+	setConditions(&exp.Status, exp.Spec.SuccessCriteria, exp.Generation, *d, r.Clock.Now())
+	exp.Status.ObservedGeneration = exp.Generation
+	for _, e := range d.Events {
+		if e.Reason == perfv1.ReasonToggleOff || e.Reason == perfv1.ReasonLockReleased {
+			continue // not done yet
+		}
+		typ := "Normal"
+		if e.Warning {
+			typ = "Warning"
+		}
+		r.Recorder.Event(exp, typ, e.Reason, e.Message)
+	}
+}
+
+// patchStatus writes exp's status over before's with the optimistic lock. A
+// conflict caused by someone else changing the object's metadata or spec (a
+// label, an annotation, spec.abort) while its status stayed as this decision
+// read it does not undo the decision: its actions have already happened (a
+// revert sent cannot be unsent), so the status is written onto the fresh
+// object. Only a status that moved on makes the reconcile decide again.
+func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp *perfv1.PerfExperiment) error {
+	err := r.Status().Patch(ctx, exp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	fresh := &perfv1.PerfExperiment{}
+	if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exp), fresh); gerr != nil {
+		return err
+	}
+	fresh.Default()
+	if !equality.Semantic.DeepEqual(fresh.Status, before.Status) {
+		return err
+	}
+	next := fresh.DeepCopy()
+	next.Status = exp.Status
+	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(fresh, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	exp.ResourceVersion = next.ResourceVersion
 	return nil
 }

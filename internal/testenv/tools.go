@@ -31,8 +31,9 @@ func (e *Env) AdminKubeconfig(dir, name string) (string, error) {
 
 // GoBuild builds a package of the project's module (such as ./cmd/manager)
 // into out.
-func GoBuild(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+func GoBuild(out, pkg string, flags ...string) error {
+	args := append([]string{"build", "-o", out}, flags...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)

@@ -1,0 +1,490 @@
+// Package crash kills the operator for real: a manager built with
+// -tags faultinject sends itself SIGKILL right after one side effect (a toggle
+// sent, a Job created, the lock taken or released) and before the status write
+// that records it. The test restarts it and checks the promise of docs and
+// README: no toggle left applied, no Job created twice, the target's template
+// byte for byte as it was, and each target pod sent exactly the requests the
+// crash explains.
+//
+// The test plays the parts envtest does not run (Deployment controller, Job
+// controller, kubelet) on the real clock, with one-stage experiments of 20 s
+// windows; the target pods' addresses are loopback addresses (127.0.0.x) where
+// a real HTTP server plays each pod's admin endpoint.
+package crash
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/testenv"
+)
+
+var (
+	env     *testenv.Env
+	k8s     client.Client
+	manager string // the faultinject manager binary
+	kubecfg string
+	dir     string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(perfv1.AddToScheme(scheme))
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	if k8s, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if dir, err = os.MkdirTemp("", "perfexp-crash-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	manager = filepath.Join(dir, "manager")
+	if err := testenv.GoBuild(manager, "./cmd/manager", "-tags", "faultinject"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if kubecfg, err = env.AdminKubeconfig(dir, "operator"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// admin plays one pod's stateful admin endpoint: "on" while on answers 409
+// Conflict (as the field report's endpoint did), "off" is idempotent.
+type admin struct {
+	srv *http.Server
+	ln  net.Listener
+	mu  sync.Mutex
+	on  bool
+	got []string // "on", "on=409", "off"
+}
+
+func newAdmin(t *testing.T, ip string) *admin {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &admin{ln: ln}
+	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = a.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = a.srv.Close() })
+	return a
+}
+
+func (a *admin) port() int32 { return int32(a.ln.Addr().(*net.TCPAddr).Port) }
+
+func (a *admin) serve(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch string(b) {
+	case "on":
+		if a.on {
+			a.got = append(a.got, "on=409")
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		a.on = true
+		a.got = append(a.got, "on")
+	case "off":
+		a.on = false
+		a.got = append(a.got, "off")
+	}
+}
+
+func (a *admin) state() (bool, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.on, slices.Clone(a.got)
+}
+
+// world plays the controllers envtest lacks for one namespace, on the real
+// clock: Deployments roll out at once, a Job's pod starts at once and finishes
+// with a k6 result when its window has elapsed. It records every Job UID.
+type world struct {
+	t      *testing.T
+	ns     string
+	mu     sync.Mutex
+	jobUID map[string]types.UID
+	dupes  []string
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startWorld(t *testing.T, ns string) *world {
+	w := &world{t: t, ns: ns, jobUID: map[string]types.UID{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+				w.tick()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(w.stop); <-w.done })
+	return w
+}
+
+func (w *world) tick() {
+	ctx := context.Background()
+	var deps appsv1.DeploymentList
+	if err := k8s.List(ctx, &deps, client.InNamespace(w.ns)); err == nil {
+		for i := range deps.Items {
+			d := &deps.Items[i]
+			if d.Status.ObservedGeneration < d.Generation {
+				n := *d.Spec.Replicas
+				d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+				_ = k8s.Status().Update(ctx, d)
+			}
+		}
+	}
+	var jobs batchv1.JobList
+	if err := k8s.List(ctx, &jobs, client.InNamespace(w.ns)); err == nil {
+		for i := range jobs.Items {
+			w.runJob(&jobs.Items[i])
+		}
+	}
+}
+
+func (w *world) runJob(job *batchv1.Job) {
+	w.mu.Lock()
+	if uid, ok := w.jobUID[job.Name]; ok && uid != job.UID {
+		w.dupes = append(w.dupes, job.Name)
+	}
+	w.jobUID[job.Name] = job.UID
+	w.mu.Unlock()
+	if job.DeletionTimestamp != nil || job.Status.CompletionTime != nil {
+		return
+	}
+	ctx := context.Background()
+	pod := &corev1.Pod{}
+	key := client.ObjectKey{Namespace: w.ns, Name: job.Name + "-0"}
+	if err := k8s.Get(ctx, key, pod); err != nil {
+		pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: w.ns, Labels: job.Spec.Template.Labels}, Spec: job.Spec.Template.Spec}
+		pod.Labels[batchv1.JobNameLabel] = job.Name
+		if err := k8s.Create(ctx, pod); err != nil {
+			return
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "k6", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
+		_ = k8s.Status().Update(ctx, pod)
+		return
+	}
+	if len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].State.Running == nil {
+		return
+	}
+	started := pod.Status.ContainerStatuses[0].State.Running.StartedAt
+	qps, dur := windowOf(job)
+	if time.Now().Before(started.Add(dur)) {
+		return
+	}
+	end := metav1.NewTime(started.Add(dur))
+	n := int64(float64(qps) * dur.Seconds())
+	msg := fmt.Sprintf(`{"v":1,"window":%q,"index":0,"pods":1,"qps":%d,"rate":%d,"startMs":%d,"durationMs":%d,`+
+		`"requests":%d,"iterations":%d,"failures":0,"dropped":0,"p50":2.1,"p95":4.8,"p99":9.5,"max":31.2}`,
+		job.Name, qps, qps, started.UnixMilli(), dur.Milliseconds(), n, n)
+	pod.Status.Phase = corev1.PodSucceeded
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: started, FinishedAt: end, Message: msg}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		return
+	}
+	job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &started, &end, 1
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: end},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: end},
+	}
+	_ = k8s.Status().Update(ctx, job)
+}
+
+func windowOf(job *batchv1.Job) (int32, time.Duration) {
+	var qps int32
+	var dur time.Duration
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		switch e.Name {
+		case k6.EnvQPS:
+			n, _ := strconv.Atoi(e.Value)
+			qps = int32(n)
+		case k6.EnvDuration:
+			dur, _ = time.ParseDuration(e.Value)
+		}
+	}
+	return qps, dur
+}
+
+// operatorProcess is one run of the manager binary, confined to a namespace.
+type operatorProcess struct {
+	cmd    *exec.Cmd
+	exited chan *os.ProcessState
+	log    string
+}
+
+func startOperator(t *testing.T, ns, killAfter string, n int) *operatorProcess {
+	t.Helper()
+	logPath := filepath.Join(dir, fmt.Sprintf("%s-%d.log", ns, n))
+	logs, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(manager, "--kubeconfig", kubecfg, "--watch-namespaces", ns,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	cmd.Env = append(os.Environ(), "PERFEXP_KILL_AFTER="+killAfter)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &operatorProcess{cmd: cmd, exited: make(chan *os.ProcessState, 1), log: logPath}
+	go func() { _ = cmd.Wait(); logs.Close(); p.exited <- cmd.ProcessState }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("manager log %s (last 3000 bytes):\n%s", logPath, tail(b, 3000))
+		}
+	})
+	return p
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// killedBySIGKILL waits for the process to die of the fault it was given.
+func (p *operatorProcess) killedBySIGKILL(t *testing.T) {
+	t.Helper()
+	select {
+	case st := <-p.exited:
+		ws, ok := st.Sys().(syscall.WaitStatus)
+		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			b, _ := os.ReadFile(p.log)
+			t.Fatalf("manager ended with %v, not SIGKILL; log:\n%s", st, tail(b, 3000))
+		}
+	case <-time.After(3 * time.Minute):
+		b, _ := os.ReadFile(p.log)
+		t.Fatalf("the fault point was never reached; log:\n%s", tail(b, 3000))
+	}
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "crash-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// target creates a one-replica Deployment, and for runtime toggles its pod at
+// ip, Running and Ready.
+func target(t *testing.T, ns, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app": "app"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "app", Image: "registry.local/app:1",
+					Env: []corev1.EnvVar{{Name: "MODE", Value: "prod"}},
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}},
+				}}},
+			},
+		},
+	}
+	if err := k8s.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	if err := k8s.Status().Update(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app-0", Namespace: ns, Labels: labels}, Spec: *dep.Spec.Template.Spec.DeepCopy()}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func templateJSON(t *testing.T, ns string) (string, *appsv1.Deployment) {
+	t.Helper()
+	dep := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(dep.Spec.Template)
+	return string(b), dep
+}
+
+func experiment(ns string, toggle perfv1.ToggleSpec) *perfv1.PerfExperiment {
+	return &perfv1.PerfExperiment{
+		ObjectMeta: metav1.ObjectMeta{Name: "crash", Namespace: ns},
+		Spec: perfv1.PerfExperimentSpec{
+			Target:  perfv1.TargetSpec{Deployment: "app", URL: "http://app." + ns + ".svc:8080"},
+			Load:    perfv1.LoadSpec{Requests: []perfv1.RequestSpec{{Path: "/", Weight: 1}}},
+			Stages:  []perfv1.StageSpec{{QPS: 10}},
+			Windows: perfv1.WindowsSpec{Baseline: "20s", Treatment: "20s", Settle: "0s"},
+			Metrics: perfv1.MetricsSpec{Interval: "5s"},
+			Toggle:  toggle,
+		},
+	}
+}
+
+func waitTerminal(t *testing.T, ns string) *perfv1.PerfExperiment {
+	t.Helper()
+	exp := &perfv1.PerfExperiment{}
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "crash"}, exp); err == nil && exp.Status.Phase.IsTerminal() {
+			return exp
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ending within 4 minutes: phase %s, conditions %+v", exp.Status.Phase, exp.Status.Conditions)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// TestCrashBetweenAnEffectAndItsStatusWrite kills the manager after each kind
+// of effect, for an http (runtime) and an env (template) toggle, restarts it,
+// and checks exactly what the target went through.
+func TestCrashBetweenAnEffectAndItsStatusWrite(t *testing.T) {
+	on := "on"
+	for i, tc := range []struct {
+		name, killAfter string
+		http            bool
+		phase           perfv1.Phase
+		reason          string
+		// requests is what the one pod's admin endpoint must have received.
+		requests []string
+	}{
+		{"http: after taking the lock", "AcquireLock:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off"}},
+		{"http: after creating the baseline Job", "CreateJob:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off"}},
+		// The pod switched on; the restarted operator sends "on" again, the pod
+		// refuses (already on), and the run aborts: the pod recorded before the
+		// send is still switched back.
+		{"http: with the apply sent", "ApplyToggle:1", true, perfv1.PhaseAborted, perfv1.ReasonToggleFailed, []string{"on", "on=409", "off"}},
+		{"http: with the revert sent", "RevertToggle:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off", "off"}},
+		{"http: after releasing the lock", "ReleaseLock:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off"}},
+		{"env: with the apply written", "ApplyToggle:1", false, perfv1.PhaseSucceeded, "", nil},
+		{"env: with the revert written", "RevertToggle:1", false, perfv1.PhaseSucceeded, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := newNamespace(t)
+			ip := fmt.Sprintf("127.0.0.%d", 20+i)
+			pod := newAdmin(t, ip)
+			target(t, ns, ip)
+			before, dep := templateJSON(t, ns)
+			w := startWorld(t, ns)
+			spec := perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &on}}
+			if tc.http {
+				spec = perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{Port: pod.port(), Timeout: "5s",
+					HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "on"},
+					Revert:      perfv1.HTTPRequest{Path: "/admin/profiling", Body: "off"}}}
+			}
+			if err := k8s.Create(context.Background(), experiment(ns, spec)); err != nil {
+				t.Fatal(err)
+			}
+			startOperator(t, ns, tc.killAfter, 1).killedBySIGKILL(t)
+			startOperator(t, ns, "", 2)
+			exp := waitTerminal(t, ns)
+
+			if exp.Status.Phase != tc.phase || (tc.reason != "" && (exp.Status.Abort == nil || exp.Status.Abort.Reason != tc.reason)) {
+				t.Fatalf("ended %s %+v; want %s %s", exp.Status.Phase, exp.Status.Abort, tc.phase, tc.reason)
+			}
+			if tg := exp.Status.Toggle; tg == nil || tg.Applied || len(tg.Pods) != 0 {
+				t.Errorf("status.toggle at the end: %+v", tg)
+			}
+			if tc.http {
+				// The restarted operator may still be finishing its last
+				// request; the admin log is complete once the lock is gone.
+				time.Sleep(time.Second)
+				isOn, got := pod.state()
+				if isOn || !slices.Equal(got, tc.requests) {
+					t.Errorf("pod got %q (on now: %v); want %q", got, isOn, tc.requests)
+				}
+			}
+			after, depAfter := templateJSON(t, ns)
+			if after != before {
+				t.Errorf("template not restored byte for byte:\nbefore %s\nafter  %s", before, after)
+			}
+			for _, a := range []string{perfv1.AnnotationLock, perfv1.AnnotationOriginal, perfv1.AnnotationTemplateHash} {
+				if _, ok := depAfter.Annotations[a]; ok {
+					t.Errorf("annotation %s left on the target", a)
+				}
+			}
+			// Taking and releasing the lock move the generation once each; an
+			// env toggle adds one apply and one revert, whatever the crash.
+			wantGen := dep.Generation + 2
+			if !tc.http {
+				wantGen += 2
+			}
+			if depAfter.Generation != wantGen {
+				t.Errorf("target generation %d → %d; want %d", dep.Generation, depAfter.Generation, wantGen)
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if len(w.dupes) > 0 {
+				t.Errorf("Jobs created twice (new UID under the same name): %v", w.dupes)
+			}
+		})
+	}
+}
