@@ -26,11 +26,11 @@ func kinds(d Decision) []ActionKind {
 // the recorded original.
 func TestForeignEditsAbortAndTheRevertStillRuns(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		exp    func() *perfv1.PerfExperiment
-		edit   func(w *world)
-		phase  perfv1.Phase
-		inMsg  string
+		name  string
+		exp   func() *perfv1.PerfExperiment
+		edit  func(w *world)
+		phase perfv1.Phase
+		inMsg string
 		// revert: whether anything may be on to revert (a runtime toggle in
 		// its baseline has nothing on, and its lock is gone).
 		revert bool

@@ -26,7 +26,7 @@ type world struct {
 	targetExists bool
 	heldBy       string
 	// changed is what someone else changed on the target (Target.Changed).
-	changed string
+	changed      string
 	applied      bool // whether the toggle is in effect on the target
 	generation   int64
 	observedGen  int64
