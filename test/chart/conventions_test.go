@@ -1,0 +1,238 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"perfexp.dev/perf-operator/internal/testenv"
+)
+
+// appVersion is the chart's appVersion, which image.tag defaults to.
+func appVersion(t *testing.T) string {
+	t.Helper()
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	b, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil || c.AppVersion == "" {
+		t.Fatalf("Chart.yaml has no appVersion (%v)", err)
+	}
+	return c.AppVersion
+}
+
+// names lists the objects' names, sorted.
+func names(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func deployment(t *testing.T, objs []*unstructured.Unstructured) appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	into(t, only(t, objs, "Deployment"), &d)
+	return d
+}
+
+// Each value of testdata/conventions.yaml visibly shapes what is rendered.
+func TestChartConventions(t *testing.T) {
+	objs := render(t, "-f", "test/chart/testdata/conventions.yaml")
+	t.Run("fullnameOverride names every object, commonLabels label it", func(t *testing.T) {
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue // crds/ are installed as they are, never templated
+			}
+			if !strings.HasPrefix(o.GetName(), "platform-perf") {
+				t.Errorf("%s %s is not named after fullnameOverride platform-perf", o.GetKind(), o.GetName())
+			}
+			l := o.GetLabels()
+			if l["example.com/owner"] != "platform" || l["example.com/cost-centre"] != "42" {
+				t.Errorf("%s %s lacks commonLabels: %v", o.GetKind(), o.GetName(), l)
+			}
+			if l["app.kubernetes.io/name"] != "perfop" || l["app.kubernetes.io/instance"] != release {
+				t.Errorf("%s %s: app.kubernetes.io/name is not nameOverride perfop: %v", o.GetKind(), o.GetName(), l)
+			}
+		}
+	})
+	d := deployment(t, objs)
+	p := d.Spec.Template.Spec
+	c := p.Containers[0]
+	t.Run("image by digest", func(t *testing.T) {
+		want := "registry.example.com/platform/perf-operator@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		if c.Image != want {
+			t.Errorf("image %s, want %s (the digest wins over the tag)", c.Image, want)
+		}
+		if !reflect.DeepEqual(p.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "registry-credentials"}}) {
+			t.Errorf("imagePullSecrets %v", p.ImagePullSecrets)
+		}
+	})
+	t.Run("pod metadata", func(t *testing.T) {
+		m := d.Spec.Template.ObjectMeta
+		if m.Labels["team"] != "perf" || m.Annotations["example.com/scrape"] != "false" || m.Annotations["kubectl.kubernetes.io/default-container"] != "manager" {
+			t.Errorf("pod labels %v annotations %v", m.Labels, m.Annotations)
+		}
+		for k, v := range d.Spec.Selector.MatchLabels {
+			if m.Labels[k] != v {
+				t.Errorf("selector %s=%s does not match the pod labels %v", k, v, m.Labels)
+			}
+		}
+		if p.PriorityClassName != "platform-critical" {
+			t.Errorf("priorityClassName %q", p.PriorityClassName)
+		}
+	})
+	t.Run("security contexts replace the defaults", func(t *testing.T) {
+		psc, sc := p.SecurityContext, c.SecurityContext
+		if psc == nil || psc.RunAsUser == nil || *psc.RunAsUser != 10001 || psc.FSGroup == nil || *psc.FSGroup != 10001 {
+			t.Errorf("pod securityContext %+v", psc)
+		}
+		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("container securityContext %+v", sc)
+		}
+	})
+	t.Run("extra env, volumes and mounts", func(t *testing.T) {
+		if len(c.Env) != 2 || c.Env[0].Name != "HTTPS_PROXY" || c.Env[1].ValueFrom == nil || c.Env[1].ValueFrom.ResourceFieldRef == nil {
+			t.Errorf("env %+v", c.Env)
+		}
+		if len(p.Volumes) != 1 || p.Volumes[0].ConfigMap == nil || p.Volumes[0].ConfigMap.Name != "corporate-ca" {
+			t.Errorf("volumes %+v", p.Volumes)
+		}
+		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/ssl/certs/corporate" || !c.VolumeMounts[0].ReadOnly {
+			t.Errorf("volume mounts %+v", c.VolumeMounts)
+		}
+	})
+	t.Run("bindings and selectors follow the names", func(t *testing.T) {
+		var crb rbacv1.ClusterRoleBinding
+		into(t, only(t, objs, "ClusterRoleBinding"), &crb)
+		if crb.RoleRef.Name != "platform-perf-manager" || crb.Subjects[0].Name != "platform-perf" || p.ServiceAccountName != "platform-perf" {
+			t.Errorf("binding %+v, pod service account %s", crb, p.ServiceAccountName)
+		}
+		svc := only(t, objs, "Service")
+		sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+		for k, v := range sel {
+			if d.Spec.Template.Labels[k] != v {
+				t.Errorf("the metrics Service selects %s=%s, the pods have %v", k, v, d.Spec.Template.Labels)
+			}
+		}
+	})
+}
+
+// Without overrides the names and labels are what they were before the
+// overrides existed; each override changes only what it says.
+func TestNamesAndImage(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		set        []string
+		deployment string // the Deployment's name
+		appName    string // app.kubernetes.io/name
+		image      string // "" for perfexp.dev/perf-operator:<appVersion>
+	}{
+		{"defaults", nil, "perf-operator", "perf-operator", ""},
+		{"nameOverride", []string{"--set", "nameOverride=perfx"}, "perf-operator-perfx", "perfx", ""},
+		{"fullnameOverride", []string{"--set", "fullnameOverride=perf"}, "perf", "perf-operator", ""},
+		{"tag", []string{"--set", "image.tag=v9.9.9"}, "perf-operator", "perf-operator", "perfexp.dev/perf-operator:v9.9.9"},
+		{"digest", []string{"--set", "image.digest=sha256:" + strings.Repeat("ab", 32)}, "perf-operator", "perf-operator", "perfexp.dev/perf-operator@sha256:" + strings.Repeat("ab", 32)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, tc.set...)
+			d := deployment(t, objs)
+			if d.Name != tc.deployment || d.Labels["app.kubernetes.io/name"] != tc.appName || d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != tc.appName {
+				t.Errorf("Deployment %s labels %v selector %v; want name %s, app %s", d.Name, d.Labels, d.Spec.Selector.MatchLabels, tc.deployment, tc.appName)
+			}
+			want := tc.image
+			if want == "" {
+				want = "perfexp.dev/perf-operator:" + appVersion(t)
+			}
+			if got := d.Spec.Template.Spec.Containers[0].Image; got != want {
+				t.Errorf("image %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// Tenants get experiment rights through Kubernetes' built-in roles: the chart's
+// aggregate ClusterRoles carry the standard labels and the rules of
+// config/rbac, which `kubectl apply -k config/default` installs alike.
+func TestAggregateRoles(t *testing.T) {
+	want := map[string]struct {
+		file   string
+		labels []string
+		verbs  []string // on perfexperiments
+	}{
+		"view": {"aggregate_view_role.yaml", []string{"view"}, []string{"get", "list", "watch"}},
+		"edit": {"aggregate_edit_role.yaml", []string{"edit", "admin"}, []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	}
+	check := func(t *testing.T, source string, roles map[string]*unstructured.Unstructured) {
+		for kind, w := range want {
+			r := roles[kind]
+			if r == nil {
+				t.Errorf("%s renders no %s role", source, kind)
+				continue
+			}
+			for _, l := range []string{"view", "edit", "admin"} {
+				key := "rbac.authorization.k8s.io/aggregate-to-" + l
+				if got, want := r.GetLabels()[key] == "true", slices.Contains(w.labels, l); got != want {
+					t.Errorf("%s: %s role %s has %s=true: %t, want %t", source, kind, r.GetName(), key, got, want)
+				}
+			}
+			got := grants(t, rulesOf(t, r))
+			for _, v := range w.verbs {
+				if !got[rule{"perfexp.dev", "perfexperiments", v}] {
+					t.Errorf("%s: %s role lacks %s on perfexperiments", source, kind, v)
+				}
+			}
+			for g := range got {
+				if g.group != "perfexp.dev" || (g.resource == "perfexperiments/status" && !slices.Contains([]string{"get", "list", "watch"}, g.verb)) {
+					t.Errorf("%s: %s role grants %v; tenants get experiments only, and never write status", source, kind, g)
+				}
+			}
+			var cfg rbacv1.ClusterRole
+			readYAML(t, filepath.Join(testenv.RepoRoot(), "config", "rbac", w.file), &cfg)
+			if !reflect.DeepEqual(got, grants(t, cfg.Rules)) {
+				t.Errorf("%s: %s role grants %v, config/rbac/%s %v", source, kind, keys(got), w.file, keys(grants(t, cfg.Rules)))
+			}
+		}
+	}
+	byKind := func(objs []*unstructured.Unstructured, prefix string) map[string]*unstructured.Unstructured {
+		out := map[string]*unstructured.Unstructured{}
+		for _, r := range find(objs, "ClusterRole") {
+			for kind := range want {
+				if r.GetName() == prefix+"-"+kind {
+					out[kind] = r
+				}
+			}
+		}
+		return out
+	}
+	t.Run("chart", func(t *testing.T) {
+		check(t, "chart", byKind(render(t), "perf-operator"))
+	})
+	t.Run("config/default", func(t *testing.T) {
+		check(t, "config/default", byKind(kustomize(t, "config/default"), "perf-operator"))
+	})
+	for _, tc := range []struct{ name, values string }{
+		{"off", "--set=rbac.aggregateRoles=false"},
+		{"namespaced", "-f=test/chart/testdata/namespaced.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := byKind(render(t, tc.values), "perf-operator"); len(got) != 0 {
+				t.Errorf("%s rendered aggregate roles %v", tc.values, got)
+			}
+		})
+	}
+}
