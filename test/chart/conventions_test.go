@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"perfexp.dev/perf-operator/internal/testenv"
@@ -234,5 +240,88 @@ func TestAggregateRoles(t *testing.T) {
 				t.Errorf("%s rendered aggregate roles %v", tc.values, got)
 			}
 		})
+	}
+}
+
+// The aggregate roles' rules are enough for what a tenant does: a user bound
+// in one namespace to the edit role creates an experiment and aborts it
+// (spec.abort is a patch), but cannot write its status; a view user reads it
+// and can change nothing. (envtest runs no controller-manager, so the
+// aggregation into the built-in roles is not exercised here: the roles are
+// bound directly; their labels are checked by TestAggregateRoles.)
+func TestAggregateRolesLetTenantsRunAndAbort(t *testing.T) {
+	ctx := context.Background()
+	const ns = "tenant-a"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, r := range find(render(t), "ClusterRole") {
+		if r.GetName() != "perf-operator-view" && r.GetName() != "perf-operator-edit" {
+			continue
+		}
+		r = r.DeepCopy()
+		if err := k8s.Create(ctx, r); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		user := strings.TrimPrefix(r.GetName(), "perf-operator-") + "-user"
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: r.GetName()},
+			Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+		}
+		if err := k8s.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		c, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "profiling-overhead.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &exp.Object); err != nil {
+		t.Fatal(err)
+	}
+	exp.SetNamespace(ns)
+	exp.SetName("tenant-run")
+
+	// Authorisation is checked before the rest, so the errors are Forbidden
+	// exactly where the role grants nothing.
+	editor, viewer := as("edit-user"), as("view-user")
+	if err := viewer.Create(ctx, exp.DeepCopy()); !apierrors.IsForbidden(err) {
+		t.Errorf("a view user created an experiment: %v", err)
+	}
+	if err := editor.Create(ctx, exp); err != nil {
+		t.Fatalf("an edit user cannot create an experiment: %v", err)
+	}
+	abort := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"abort":true}}`))
+	if err := viewer.Patch(ctx, exp.DeepCopy(), abort); !apierrors.IsForbidden(err) {
+		t.Errorf("a view user aborted an experiment: %v", err)
+	}
+	if err := editor.Patch(ctx, exp.DeepCopy(), abort); err != nil {
+		t.Errorf("an edit user cannot abort an experiment: %v", err)
+	}
+	status := client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Succeeded"}}`))
+	if err := editor.Status().Patch(ctx, exp.DeepCopy(), status); !apierrors.IsForbidden(err) {
+		t.Errorf("an edit user wrote an experiment's status: %v", err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(exp.GroupVersionKind())
+	if err := viewer.List(ctx, list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+		t.Errorf("a view user lists %d experiments: %v", len(list.Items), err)
+	}
+	if err := viewer.List(ctx, list, client.InNamespace("default")); !apierrors.IsForbidden(err) {
+		t.Errorf("a view user of %s listed experiments in another namespace: %v", ns, err)
+	}
+	if err := editor.Delete(ctx, exp.DeepCopy()); err != nil {
+		t.Errorf("an edit user cannot delete an experiment: %v", err)
 	}
 }
