@@ -1,13 +1,16 @@
 package chart
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -282,16 +285,7 @@ func TestAggregateRolesLetTenantsRunAndAbort(t *testing.T) {
 		}
 		return c
 	}
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "profiling-overhead.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(b, &exp.Object); err != nil {
-		t.Fatal(err)
-	}
-	exp.SetNamespace(ns)
-	exp.SetName("tenant-run")
+	exp := example(t, ns, "tenant-run")
 
 	// Authorisation is checked before the rest, so the errors are Forbidden
 	// exactly where the role grants nothing.
@@ -324,4 +318,115 @@ func TestAggregateRolesLetTenantsRunAndAbort(t *testing.T) {
 	if err := editor.Delete(ctx, exp.DeepCopy()); err != nil {
 		t.Errorf("an edit user cannot delete an experiment: %v", err)
 	}
+}
+
+// The issue as users hit it: a tenant bound to Kubernetes' built-in `edit`
+// role could not create or abort an experiment. With the chart's roles
+// applied and the real clusterrole-aggregation controller running (from
+// kube-controller-manager, which envtest does not start), `edit` gains the
+// experiment rules and `view` the read ones.
+func TestBuiltInRolesGainExperimentRights(t *testing.T) {
+	ctx := context.Background()
+	kcm, err := tool("kube-controller-manager", "hack/tools.sh kube")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig, err := env.AdminKubeconfig(dir, "aggregation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range find(render(t), "ClusterRole") {
+		if strings.HasSuffix(r.GetName(), "-view") || strings.HasSuffix(r.GetName(), "-edit") {
+			if err := k8s.Create(ctx, r.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(cctx, kcm, "--kubeconfig="+kubeconfig, "--controllers=clusterrole-aggregation-controller",
+		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+
+	want := map[string][]string{ // built-in role → verbs it must gain on perfexperiments
+		"view":  {"get", "list", "watch"},
+		"edit":  {"get", "list", "watch", "create", "update", "patch", "delete"},
+		"admin": {"get", "list", "watch", "create", "update", "patch", "delete"},
+	}
+	const patience = 60 * time.Second
+	deadline := time.Now().Add(patience)
+	for role, verbs := range want {
+		for {
+			var cr rbacv1.ClusterRole
+			if err := k8s.Get(ctx, client.ObjectKey{Name: role}, &cr); err != nil {
+				t.Fatal(err)
+			}
+			got := grants(t, slices.DeleteFunc(cr.Rules, func(r rbacv1.PolicyRule) bool {
+				return len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0
+			}))
+			missing := slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return got[rule{"perfexp.dev", "perfexperiments", v}] })
+			if len(missing) == 0 {
+				if role == "view" && got[rule{"perfexp.dev", "perfexperiments", "create"}] {
+					t.Errorf("the built-in view role may create experiments")
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the built-in %s role lacks %v on perfexperiments after %s of aggregation; controller-manager said:\n%s", role, missing, patience, lastLines(logs.String(), 5))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// So a user with only the built-in edit role in a namespace runs and
+	// aborts an experiment there.
+	const ns = "tenant-b"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-edit", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}},
+	}
+	if err := k8s.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice"}
+	alice, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := example(t, ns, "alice-run")
+	if err := alice.Create(ctx, exp); err != nil {
+		t.Fatalf("a user with the built-in edit role cannot create an experiment: %v", err)
+	}
+	if err := alice.Patch(ctx, exp, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"abort":true}}`))); err != nil {
+		t.Fatalf("a user with the built-in edit role cannot abort an experiment: %v", err)
+	}
+}
+
+// example is examples/profiling-overhead.yaml as ns/name.
+func example(t *testing.T, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "profiling-overhead.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &exp.Object); err != nil {
+		t.Fatal(err)
+	}
+	exp.SetNamespace(ns)
+	exp.SetName(name)
+	return exp
 }
