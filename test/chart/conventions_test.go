@@ -430,3 +430,16 @@ func example(t *testing.T, ns, name string) *unstructured.Unstructured {
 	exp.SetName(name)
 	return exp
 }
+
+// As the chart README says: a key set is merged into the hardened defaults,
+// and null drops one.
+func TestSecurityContextsMergeIntoTheDefaults(t *testing.T) {
+	d := deployment(t, render(t, "--set", "podSecurityContext.fsGroup=65532", "--set", "securityContext.readOnlyRootFilesystem=null"))
+	psc, sc := d.Spec.Template.Spec.SecurityContext, d.Spec.Template.Spec.Containers[0].SecurityContext
+	if psc == nil || psc.FSGroup == nil || *psc.FSGroup != 65532 || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil {
+		t.Errorf("pod securityContext %+v: fsGroup not added to the defaults", psc)
+	}
+	if sc == nil || sc.ReadOnlyRootFilesystem != nil || sc.AllowPrivilegeEscalation == nil || sc.Capabilities == nil {
+		t.Errorf("container securityContext %+v: readOnlyRootFilesystem not dropped, or more", sc)
+	}
+}
