@@ -43,11 +43,46 @@ var (
 		Name: "perfexp_window_latency_seconds",
 		Help: "Latency percentiles of the experiment's last closed window per stage and variant (from the k6 results).",
 	}, []string{"namespace", "experiment", "stage", "variant", "quantile"})
+	// The result series: one info series per experiment, so an alert or a
+	// dashboard can name it and read its outcome, and the overhead table.
+	// Both come from the persisted status and are dropped on deletion.
+	experimentInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "perfexp_experiment_info",
+		Help: "1 for every experiment, labelled with its phase, verdict and abort reason (empty unless it ended early).",
+	}, []string{"namespace", "experiment", "phase", "verdict", "reason"})
+	stageOverhead = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "perfexp_stage_overhead_ratio",
+		Help: "Relative overhead (treatment - baseline) / baseline of a finished stage, as a fraction, " +
+			"by metric (cpu, memory, p99) and bound (estimate, and the 95 % interval's low and high).",
+	}, []string{"namespace", "experiment", "stage", "metric", "bound"})
 )
+
+// endingReasons are the (phase, reason) pairs an experiment can end with: the
+// engine's finish calls and the guardrails' breach reasons (a test reads them
+// from internal/engine and internal/guardrail, so a new one cannot be missed).
+// Every pair is exported at 0 from the start: increase() reads a series that
+// appears at 1 as no increase, so without them the first abort of each kind
+// after an operator start would never alert.
+var endingReasons = map[perfv1.Phase][]string{
+	perfv1.PhaseSucceeded: {perfv1.ReasonSucceeded},
+	perfv1.PhaseFailed:    {perfv1.ReasonLoadFailed, perfv1.ReasonTargetNotFound},
+	perfv1.PhaseAborted: {perfv1.ReasonAbortRequested, perfv1.ReasonToggleFailed, perfv1.ReasonRolloutStuck, perfv1.ReasonErrorRate,
+		perfv1.ReasonHeapGrowth, perfv1.ReasonMemoryLimit, perfv1.ReasonOOMKilled, perfv1.ReasonRestarts},
+}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(experimentsByPhase, endings, guardrailEvaluations, windowsClosed,
-		toggleApplied, windowLatency)
+		toggleApplied, windowLatency, experimentInfo, stageOverhead)
+	for phase, reasons := range endingReasons {
+		for _, r := range reasons {
+			endings.WithLabelValues(string(phase), r)
+		}
+	}
+	for _, v := range []string{string(perfv1.VariantBaseline), string(perfv1.VariantTreatment)} {
+		for _, valid := range []string{"true", "false"} {
+			windowsClosed.WithLabelValues(v, valid)
+		}
+	}
 }
 
 // phases remembers each experiment's phase for the by-phase gauge.
@@ -67,6 +102,7 @@ func recordWrite(key types.NamespacedName, before, after *perfv1.PerfExperimentS
 		endings.WithLabelValues(string(after.Phase), reason).Inc()
 	}
 	guardrailEvaluations.Add(float64(judgedSamples))
+	recordResult(key, after)
 	if after.Toggle != nil {
 		applied := 0.0
 		if after.Toggle.Applied {
@@ -109,8 +145,51 @@ func setPhase(key types.NamespacedName, p perfv1.Phase) {
 		series := prometheus.Labels{"namespace": key.Namespace, "experiment": key.Name}
 		toggleApplied.DeletePartialMatch(series)
 		windowLatency.DeletePartialMatch(series)
+		experimentInfo.DeletePartialMatch(series)
+		stageOverhead.DeletePartialMatch(series)
+		infos.Lock()
+		delete(infos.m, key)
+		infos.Unlock()
 		return
 	}
 	phases.m[key] = p
 	experimentsByPhase.WithLabelValues(string(p)).Inc()
 }
+
+// recordResult exports the experiment's phase, verdict and overhead table as
+// the persisted status holds them. The info series is replaced only when its
+// labels change, so a scrape never finds it missing while it is rewritten.
+func recordResult(key types.NamespacedName, st *perfv1.PerfExperimentStatus) {
+	series := prometheus.Labels{"namespace": key.Namespace, "experiment": key.Name}
+	reason := ""
+	if st.Abort != nil {
+		reason = st.Abort.Reason
+	}
+	info := [3]string{string(st.Phase), string(st.Verdict), reason}
+	infos.Lock()
+	if old, ok := infos.m[key]; !ok || old != info {
+		experimentInfo.DeletePartialMatch(series)
+		experimentInfo.WithLabelValues(key.Namespace, key.Name, info[0], info[1], info[2]).Set(1)
+		infos.m[key] = info
+	}
+	infos.Unlock()
+	for _, row := range st.Summary {
+		for _, m := range []struct {
+			name string
+			c    *perfv1.MetricComparison
+		}{{"cpu", row.CPU}, {"memory", row.Memory}, {"p99", row.P99}} {
+			if m.c == nil {
+				continue
+			}
+			for bound, v := range map[string]float64{"estimate": m.c.Overhead, "low": m.c.CILow, "high": m.c.CIHigh} {
+				stageOverhead.WithLabelValues(key.Namespace, key.Name, row.Stage, m.name, bound).Set(v)
+			}
+		}
+	}
+}
+
+// infos remembers the labels of each experiment's info series.
+var infos = struct {
+	sync.Mutex
+	m map[types.NamespacedName][3]string
+}{m: map[types.NamespacedName][3]string{}}

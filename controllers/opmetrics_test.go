@@ -1,12 +1,18 @@
 package controllers
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/metrics"
@@ -56,6 +62,7 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if got := testutil.ToFloat64(windowLatency.WithLabelValues("shop", "m", "0", "baseline", "0.99")); got != 0.0125 {
 		t.Fatalf("baseline p99 gauge %v s; want 0.0125", got)
 	}
+	wantSeries(t, "perfexp_experiment_info", key, map[string]float64{"phase=Treatment,reason=,verdict=": 1})
 
 	// A guardrail ends it; writing the same terminal status again counts nothing.
 	aborted := treat.DeepCopy()
@@ -63,6 +70,10 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	aborted.Abort = &perfv1.AbortStatus{Reason: perfv1.ReasonHeapGrowth}
 	aborted.Toggle.Applied = false
 	aborted.Windows[1].End, aborted.Windows[1].Valid = at(3*time.Minute), &no
+	aborted.Verdict = perfv1.VerdictInconclusive
+	aborted.Summary = []perfv1.StageSummary{{Stage: "500", QPS: 500,
+		CPU: &perfv1.MetricComparison{Overhead: 0.041, CILow: 0.02, CIHigh: 0.06},
+		P99: &perfv1.MetricComparison{Overhead: -0.01, CILow: -0.05, CIHigh: 0.03}}}
 	recordWrite(key, treat, aborted, 0)
 	recordWrite(key, aborted, aborted, 0)
 	if got := testutil.ToFloat64(endings.WithLabelValues("Aborted", perfv1.ReasonHeapGrowth)); got != 1 {
@@ -74,6 +85,13 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if got := testutil.ToFloat64(toggleApplied.WithLabelValues("shop", "m")); got != 0 {
 		t.Fatalf("toggle gauge %v after the revert", got)
 	}
+	// The info series moved (the Treatment one is gone, never two at once);
+	// the overhead table is there per stage, metric and bound.
+	wantSeries(t, "perfexp_experiment_info", key, map[string]float64{"phase=Aborted,reason=HeapGrowth,verdict=Inconclusive": 1})
+	wantSeries(t, "perfexp_stage_overhead_ratio", key, map[string]float64{
+		"bound=estimate,metric=cpu,stage=500": 0.041, "bound=low,metric=cpu,stage=500": 0.02, "bound=high,metric=cpu,stage=500": 0.06,
+		"bound=estimate,metric=p99,stage=500": -0.01, "bound=low,metric=p99,stage=500": -0.05, "bound=high,metric=p99,stage=500": 0.03,
+	})
 	setPhase(key, "") // deleted
 	if got := testutil.ToFloat64(experimentsByPhase.WithLabelValues("Aborted")); got != 0 {
 		t.Fatalf("a deleted experiment still counted: %v", got)
@@ -81,4 +99,113 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if n := testutil.CollectAndCount(toggleApplied) + testutil.CollectAndCount(windowLatency); n != 0 {
 		t.Fatalf("%d per-experiment series left after deletion", n)
 	}
+	wantSeries(t, "perfexp_experiment_info", key, map[string]float64{})
+	wantSeries(t, "perfexp_stage_overhead_ratio", key, map[string]float64{})
+}
+
+// wantSeries compares the series of one metric that belong to an experiment,
+// keyed by their other labels ("name=value,..." sorted), with what is wanted.
+func wantSeries(t *testing.T, metric string, key types.NamespacedName, want map[string]float64) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var ns, exp string
+			var rest []string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "namespace":
+					ns = l.GetValue()
+				case "experiment":
+					exp = l.GetValue()
+				default:
+					rest = append(rest, l.GetName()+"="+l.GetValue())
+				}
+			}
+			if ns == key.Namespace && exp == key.Name {
+				got[strings.Join(rest, ",")] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s of %s: %v, want %v", metric, key, got, want)
+	}
+}
+
+// Every way an experiment can end is exported at 0 from the start, so the
+// first abort of a kind is an increase Prometheus sees. The ways are read from
+// the code that ends experiments: the engine's finish calls, and the
+// guardrails' breach reasons (which end it Aborted).
+func TestMetricsEndingsExportedFromTheStart(t *testing.T) {
+	finish := regexp.MustCompile(`finish\(perfv1\.Phase(\w+), perfv1\.Reason(\w+)`)
+	breach := regexp.MustCompile(`Breach\{Reason: perfv1\.Reason(\w+)`)
+	want := map[[2]string]bool{}
+	scan := func(dir string, re *regexp.Regexp, phase string) {
+		files, err := filepath.Glob(filepath.Join("..", "internal", dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				p, r := phase, m[len(m)-1]
+				if len(m) == 3 {
+					p = m[1]
+				}
+				want[[2]string{p, r}] = true
+				found++
+			}
+		}
+		if found == 0 {
+			t.Fatalf("found no endings in internal/%s: has the way experiments end changed? Update this test and endingReasons", dir)
+		}
+	}
+	scan("engine", finish, "")
+	scan("guardrail", breach, string(perfv1.PhaseAborted))
+
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[[2]string]bool{}
+	for _, f := range families {
+		if f.GetName() != "perfexp_experiment_endings_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var k [2]string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "phase":
+					k[0] = l.GetValue()
+				case "reason":
+					k[1] = l.GetValue()
+				}
+			}
+			exported[k] = true
+		}
+	}
+	for k := range want {
+		if !exported[k] {
+			t.Errorf("experiments can end %s with reason %s, but perfexp_experiment_endings_total{phase=%q,reason=%q} is not exported from the start: add it to endingReasons", k[0], k[1], k[0], k[1])
+		}
+	}
+	if len(exported) < len(want) {
+		t.Errorf("exported %d endings, the code has %d", len(exported), len(want))
+	}
+	t.Logf("%d endings exported from the start, %d found in the code", len(exported), len(want))
 }

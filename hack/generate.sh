@@ -20,6 +20,10 @@ CHART=charts/perf-operator
 cp config/crd/bases/perfexp.dev_perfexperiments.yaml "${CHART}/crds/perfexp.dev_perfexperiments.yaml"
 cp config/rbac/role.yaml "${CHART}/files/manager-role.yaml"
 cp config/rbac/exec/exec_role.yaml "${CHART}/files/exec-role.yaml"
+cp config/rbac/aggregate_view_role.yaml "${CHART}/files/aggregate-view-role.yaml"
+cp config/rbac/aggregate_edit_role.yaml "${CHART}/files/aggregate-edit-role.yaml"
+# The chart README's values table, from the "# --" comments of values.yaml.
+go run ./hack/chartdoc "${CHART}"
 
 # config/samples holds copies of examples/, so `kubectl apply -k config/samples`
 # works without --load-restrictor (kustomize refuses files outside its directory).

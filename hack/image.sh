@@ -4,7 +4,8 @@
 # imagePullPolicy: Never). No Docker and no registry: bin/ociimage writes them.
 #
 #   hack/image.sh toy       bin/images/toy.tar      perfexp.dev/toy:dev (examples/apps/toy)
-#   hack/image.sh manager   bin/images/manager.tar  perfexp.dev/perf-operator:dev (cmd/manager)
+#   hack/image.sh manager   bin/images/manager.tar  perfexp.dev/perf-operator:<appVersion> (cmd/manager;
+#                           the chart's appVersion, the tag its image.tag defaults to)
 #   hack/image.sh k6        bin/images/k6.tar       grafana/k6:1.8.1 (the Jobs' default image)
 #   hack/image.sh pause     bin/images/pause.tar    perfexp.dev/pause:3.10 (sandbox image)
 #   hack/image.sh jvm       bin/images/jvm.tar      perfexp.dev/jvmapp:dev (examples/apps/jvm on
@@ -44,7 +45,9 @@ toy() {
 
 manager() {
   gobuild "${ROOT}" ./cmd/manager "${WORK}/manager"
-  image manager perfexp.dev/perf-operator:dev -entrypoint /manager -user 65532:65532 "${WORK}/manager=/manager"
+  local version
+  version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${ROOT}/charts/perf-operator/Chart.yaml")"
+  image manager "perfexp.dev/perf-operator:${version}" -entrypoint /manager -user 65532:65532 "${WORK}/manager=/manager"
 }
 
 # k6 runs as the official image's user (12345, which the operator's Jobs set too)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+
 	"perfexp.dev/perf-operator/internal/guardrail"
 	"perfexp.dev/perf-operator/internal/metrics"
 )
@@ -17,38 +19,71 @@ var traceHeader = []string{"t_seconds", "pod", "working_set_bytes", "heap_bytes"
 
 // guardResult is the one JSON line `kubectl perf guard` prints.
 type guardResult struct {
-	Abort     bool     `json:"abort"`
-	AtSeconds *float64 `json:"atSeconds"`
-	Reason    string   `json:"reason"`
+	// Experiment is namespace/name of the -f manifest's experiment.
+	Experiment string   `json:"experiment,omitempty"`
+	Abort      bool     `json:"abort"`
+	AtSeconds  *float64 `json:"atSeconds"`
+	Reason     string   `json:"reason"`
 }
 
 func guardCmd() *cobra.Command {
 	var trace, manifest string
 	var toggleAt float64
+	var exitCode bool
 	cmd := &cobra.Command{
-		Use:   "guard --trace FILE.csv --toggle-at SECONDS [-f experiment.yaml]",
+		Use:   "guard --trace FILE.csv --toggle-at SECONDS [-f experiment.yaml] [--exit-code]",
 		Short: "Replay a recorded memory trace against an experiment's guardrails",
 		Long: `Replays a memory trace (CSV header t_seconds,pod,working_set_bytes,heap_bytes,limit_bytes;
 heap_bytes may be empty; several pods' samples interleaved) through the operator's own
 guardrails (the samples before --toggle-at teach them each pod's healthy pattern, as
 the baseline window does in a run; the samples after it are judged) and prints one JSON line:
 {"abort": true|false, "atSeconds": <number or null>, "reason": "..."}.
-The sampling interval is taken from the trace's spacing. Without -f the defaults apply.`,
-		Args: cobra.NoArgs,
+The sampling interval is taken from the trace's spacing. Without -f the defaults apply;
+with -f, every PerfExperiment of the file (all its YAML documents) is replayed, one
+line each, with "experiment": "namespace/name".
+
+--exit-code exits 4 (as for an Aborted experiment) when a guardrail would have
+aborted, 0 when none would (1 is any error).`,
+		Example: `  kubectl perf guard --trace incident.csv --toggle-at 1200 -f examples/death-spiral.yaml --exit-code`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("toggle-at") {
 				return fmt.Errorf("--toggle-at is required: the second of the trace at which the toggle was switched on")
 			}
-			res, err := replay(trace, manifest, toggleAt)
+			exps, err := loadExperiments(manifest)
 			if err != nil {
 				return err
 			}
-			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			instants, err := readTrace(trace)
+			if err != nil {
+				return err
+			}
+			aborted := 0
+			for _, exp := range exps {
+				res, err := replay(exp, instants, toggleAt)
+				if err != nil {
+					return err
+				}
+				if manifest != "" {
+					res.Experiment = exp.Namespace + "/" + exp.Name
+				}
+				if res.Abort {
+					aborted++
+				}
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(res); err != nil {
+					return err
+				}
+			}
+			if exitCode && aborted > 0 {
+				return &exitError{code: ExitAborted, msg: fmt.Sprintf("guardrails would have aborted %d of %d experiments: exit code %d", aborted, len(exps), ExitAborted)}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&trace, "trace", "", "memory trace CSV (required)")
 	cmd.Flags().Float64Var(&toggleAt, "toggle-at", 0, "second of the trace at which the toggle was switched on (required)")
-	cmd.Flags().StringVarP(&manifest, "filename", "f", "", "PerfExperiment manifest whose guardrails to use (default: the defaults)")
+	cmd.Flags().StringVarP(&manifest, "filename", "f", "", "PerfExperiment manifest whose guardrails to use, every document of it (default: the defaults)")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 4 when a guardrail would have aborted")
 	_ = cmd.MarkFlagRequired("trace")
 	return cmd
 }
@@ -60,15 +95,7 @@ type instant struct {
 	limit   float64
 }
 
-func replay(trace, manifest string, toggleAt float64) (guardResult, error) {
-	exp, err := loadExperiment(manifest)
-	if err != nil {
-		return guardResult{}, err
-	}
-	instants, err := readTrace(trace)
-	if err != nil {
-		return guardResult{}, err
-	}
+func replay(exp *perfv1.PerfExperiment, instants []instant, toggleAt float64) (guardResult, error) {
 	cfg, err := guardrail.ConfigFrom(&exp.Spec)
 	if err != nil {
 		return guardResult{}, err

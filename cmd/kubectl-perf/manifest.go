@@ -1,36 +1,87 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
-// loadExperiment reads a PerfExperiment manifest offline, applies the same
-// defaults the apiserver would and refuses it, naming the field, when the CRD
-// would. Without a path it returns a minimal experiment carrying the defaults.
-func loadExperiment(path string) (*perfv1.PerfExperiment, error) {
-	exp := &perfv1.PerfExperiment{}
+// loadExperiments reads every PerfExperiment of a manifest file offline (all of
+// its YAML documents; other kinds, such as the target's Deployment beside it,
+// are skipped), applies the same defaults the apiserver would and refuses one,
+// naming the document and the field, when the CRD would. Without a path it
+// returns one minimal experiment carrying the defaults.
+func loadExperiments(path string) ([]*perfv1.PerfExperiment, error) {
 	if path == "" {
+		exp := &perfv1.PerfExperiment{}
 		exp.Default()
-		return exp, nil
+		return []*perfv1.PerfExperiment{exp}, nil
 	}
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := yaml.UnmarshalStrict(b, exp); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	defer f.Close()
+	var (
+		out     []*perfv1.PerfExperiment
+		skipped []string // the kinds of the other documents
+	)
+	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	for doc := 1; ; doc++ {
+		b, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(b, &meta); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
+		}
+		if meta.Kind != "PerfExperiment" {
+			if meta.Kind == "" {
+				meta.Kind = "none"
+			}
+			skipped = append(skipped, meta.Kind)
+			continue
+		}
+		exp := &perfv1.PerfExperiment{}
+		if err := yaml.UnmarshalStrict(b, exp); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
+		}
+		exp.Default()
+		if errs := exp.Validate(); len(errs) > 0 {
+			return nil, fmt.Errorf("%s: document %d (%s): %v", path, doc, exp.Name, errs.ToAggregate())
+		}
+		out = append(out, exp)
 	}
-	if exp.Kind != "PerfExperiment" {
-		return nil, fmt.Errorf("%s: kind is %q, want PerfExperiment", path, exp.Kind)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no PerfExperiment among its documents (kinds: %s)", path, strings.Join(skipped, ", "))
 	}
-	exp.Default()
-	if errs := exp.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("%s: %v", path, errs.ToAggregate())
+	return out, nil
+}
+
+// loadExperiment reads a manifest that must hold exactly one PerfExperiment.
+func loadExperiment(path string) (*perfv1.PerfExperiment, error) {
+	exps, err := loadExperiments(path)
+	if err != nil {
+		return nil, err
 	}
-	return exp, nil
+	if len(exps) != 1 {
+		return nil, fmt.Errorf("%s holds %d PerfExperiments; want one", path, len(exps))
+	}
+	return exps[0], nil
 }

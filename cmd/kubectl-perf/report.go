@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,12 +27,13 @@ type reportJSON struct {
 
 func reportCmd() *cobra.Command {
 	var (
-		flags  clusterFlags
-		output string
-		plot   string
+		flags    clusterFlags
+		output   string
+		plot     string
+		exitCode bool
 	)
 	cmd := &cobra.Command{
-		Use:   "report NAME [-n NAMESPACE] [-o table|json] [--plot FILE.svg]",
+		Use:   "report NAME [-n NAMESPACE] [-o table|json] [--plot FILE.svg] [--exit-code]",
 		Short: "Show an experiment's overhead table, optionally plotted as SVG",
 		Long: `Reads a PerfExperiment and prints its results: a header with phase, verdict and,
 if the run was aborted, why; then one row per stage with CPU (cores; delta also in
@@ -40,7 +42,12 @@ treatment with the relative overhead and its 95 % confidence interval, and the
 stage's verdict. -o json prints {name, namespace, phase, verdict, abort, stages}
 with stages the status.summary rows as stored. --plot writes an SVG of the run:
 CPU, memory, heap (when exported) and p99 latency per window over time, with the
-toggle, revert and abort moments marked.`,
+toggle, revert and abort moments marked.
+
+--exit-code makes the exit status the outcome, for CI: 0 Pass or NoEffect, 2 Fail,
+3 Inconclusive, 4 Aborted, 5 Failed, 6 still running (1 is any error).`,
+		Example: `  kubectl perf report profiling-overhead -n shop
+  kubectl perf report profiling-overhead -n shop -o json --exit-code`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "table" && output != "json" {
@@ -61,7 +68,22 @@ toggle, revert and abort moments marked.`,
 				if phase == "" {
 					phase = perfv1.PhasePending
 				}
-				return fmt.Errorf("experiment %s/%s has no results yet (phase %s)", ns, name, phase)
+				msg := fmt.Sprintf("experiment %s/%s has no results yet (phase %s)", ns, name, phase)
+				if exitCode && !phase.IsTerminal() {
+					return &exitError{code: ExitNotFinished, msg: msg}
+				}
+				return errors.New(msg)
+			}
+			// With --exit-code the report is printed first, then the outcome
+			// decides the exit status.
+			outcome := func(err error) error {
+				if err != nil || !exitCode {
+					return err
+				}
+				if code := outcomeCode(&st); code != ExitOK {
+					return &exitError{code: code, msg: fmt.Sprintf("perfexperiment %s/%s: phase %s, verdict %s: exit code %d", ns, name, st.Phase, st.Verdict, code)}
+				}
+				return nil
 			}
 			if plot != "" {
 				if err := writePlotFile(plot, exp); err != nil {
@@ -75,15 +97,16 @@ toggle, revert and abort moments marked.`,
 				}
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(reportJSON{Name: name, Namespace: ns, Phase: st.Phase, Verdict: st.Verdict,
-					Abort: st.Abort, Stages: stages})
+				return outcome(enc.Encode(reportJSON{Name: name, Namespace: ns, Phase: st.Phase, Verdict: st.Verdict,
+					Abort: st.Abort, Stages: stages}))
 			}
-			return printReport(cmd.OutOrStdout(), exp)
+			return outcome(printReport(cmd.OutOrStdout(), exp))
 		},
 	}
 	flags.add(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().StringVar(&plot, "plot", "", "also write an SVG plot of the run to this file")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with the outcome's code: 0 Pass/NoEffect, 2 Fail, 3 Inconclusive, 4 Aborted, 5 Failed, 6 running")
 	return cmd
 }
 

@@ -56,15 +56,19 @@ func TestValuesShapeTheRender(t *testing.T) {
 				t.Errorf("defaults render %d extra %s, want none", n, kind)
 			}
 		}
-		only(t, objs, "ClusterRole")
+		// The manager's role, and the tenants' view and edit roles.
+		if got := names(find(objs, "ClusterRole")); !slices.Equal(got, []string{"perf-operator-edit", "perf-operator-manager", "perf-operator-view"}) {
+			t.Errorf("ClusterRoles %v", got)
+		}
 		only(t, objs, "ClusterRoleBinding")
 		only(t, objs, "ServiceAccount")
 		only(t, objs, "Service")
 		var d appsv1.Deployment
 		into(t, only(t, objs, "Deployment"), &d)
 		c := d.Spec.Template.Spec.Containers[0]
-		if c.Image != "perfexp.dev/perf-operator:dev" || c.ImagePullPolicy != corev1.PullIfNotPresent {
-			t.Errorf("image %s %s, want perfexp.dev/perf-operator:dev IfNotPresent", c.Image, c.ImagePullPolicy)
+		// The tag defaults to the chart's appVersion.
+		if want := "perfexp.dev/perf-operator:" + appVersion(t); c.Image != want || c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("image %s %s, want %s IfNotPresent", c.Image, c.ImagePullPolicy, want)
 		}
 		if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--watch-namespaces") }) {
 			t.Errorf("defaults watch all namespaces, args are %v", c.Args)
@@ -124,7 +128,7 @@ func TestValuesShapeTheRender(t *testing.T) {
 			t.Errorf("pull secrets %v, priority class %q, labels %v", p.ImagePullSecrets, p.PriorityClassName, d.Spec.Template.Labels)
 		}
 		// A cluster-scoped install may still watch only some namespaces.
-		only(t, objs, "ClusterRole")
+		only(t, objs, "ClusterRoleBinding")
 	})
 	t.Run("monitoring", func(t *testing.T) {
 		objs := render(t, "-f", "test/chart/testdata/monitoring.yaml")
@@ -171,6 +175,15 @@ func TestInvalidValuesAreRefusedNamingTheKey(t *testing.T) {
 		{"interval not a duration", []string{"--set", "monitoring.serviceMonitor.interval=soon"}, []string{"/monitoring/serviceMonitor/interval"}},
 		{"enabled not a boolean", []string{"--set-string", "monitoring.dashboard.enabled=yes"}, []string{"/monitoring/dashboard/enabled", "boolean"}},
 		{"memory limit in words", []string{"--set", "resources.limits.memory=lots"}, []string{"/resources/limits/memory"}},
+		{"unknown image key", []string{"--set", "image.sha=abc"}, []string{"/image", "sha"}},
+		{"digest without algorithm", []string{"--set", "image.digest=0123abcd"}, []string{"/image/digest"}},
+		{"nameOverride not a DNS label", []string{"--set", "nameOverride=Perf_Op"}, []string{"/nameOverride"}},
+		{"commonLabels value a number", []string{"--set", "commonLabels.tier=1"}, []string{"/commonLabels/tier", "string"}},
+		{"extraEnv without a name", []string{"--set", "extraEnv[0].value=x"}, []string{"/extraEnv/0", "name"}},
+		{"extraVolumeMounts without a mountPath", []string{"--set", "extraVolumeMounts[0].name=ca"}, []string{"/extraVolumeMounts/0", "mountPath"}},
+		{"podSecurityContext a string", []string{"--set", "podSecurityContext=restricted"}, []string{"/podSecurityContext", "object"}},
+		{"aggregateRoles not a boolean", []string{"--set-string", "rbac.aggregateRoles=yes"}, []string{"/rbac/aggregateRoles", "boolean"}},
+		{"unknown key among the new ones", []string{"--set", "extraVolume[0].name=x"}, []string{"extraVolume", "additional properties"}},
 	}
 	// The templates refuse namespaced mode without namespaces themselves too,
 	// for installs that skip the schema. (`helm lint` never fails on a

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"perfexp.dev/perf-operator/internal/metrics"
 	"perfexp.dev/perf-operator/internal/testenv"
 )
 
@@ -73,13 +74,25 @@ func TestPrometheusRulesFireOnTheirCauses(t *testing.T) {
 			annotations[r["alert"].(string)] = a
 		}
 	}
-	// expanded fills in the {{ $labels.reason }} the alerts' texts use.
-	expanded := func(alert, reason string) map[string]string {
+	// expanded fills in the {{ $labels.reason }} the alerts' texts use, and the
+	// experiments their query of perfexp_experiment_info names.
+	expanded := func(alert, reason string, experiments ...string) map[string]string {
 		out := map[string]string{}
 		for k, v := range annotations[alert] {
+			v = namedExperiments.ReplaceAllLiteralString(v, " "+strings.Join(experiments, " "))
 			out[k] = strings.ReplaceAll(v, "{{ $labels.reason }}", reason)
 		}
 		return out
+	}
+	for _, a := range []string{"PerfExperimentGuardrailBreached", "PerfExperimentAborted"} {
+		if !namedExperiments.MatchString(annotations[a]["description"]) {
+			t.Errorf("%s's description does not name the experiments: %q", a, annotations[a]["description"])
+		}
+	}
+	for a, ann := range annotations {
+		if want := "#" + strings.ToLower(a); !strings.HasSuffix(ann["runbook_url"], want) {
+			t.Errorf("%s's runbook_url %q does not end in %s", a, ann["runbook_url"], want)
+		}
 	}
 	ns := namespace
 	series := func(labels, values string) map[string]string {
@@ -95,9 +108,22 @@ func TestPrometheusRulesFireOnTheirCauses(t *testing.T) {
 		"tests": []any{map[string]any{
 			"interval": "1m",
 			"input_series": []any{
-				// A heap-growth abort at minute 10 and a requested abort at 12.
-				series(fmt.Sprintf(`perfexp_experiment_endings_total{namespace=%q,phase="Aborted",reason="HeapGrowth"}`, ns), "0x9 1x30"),
-				series(fmt.Sprintf(`perfexp_experiment_endings_total{namespace=%q,phase="Aborted",reason="AbortRequested"}`, ns), "0x11 1x30"),
+				// A heap-growth abort at minute 9 and a requested abort at 11,
+				// the first of their kind: the series are absent until then
+				// (a Prometheus that began scraping after the operator's start
+				// sees them so, and so did the operator before it exported
+				// every ending at 0).
+				series(fmt.Sprintf(`perfexp_experiment_endings_total{namespace=%q,phase="Aborted",reason="HeapGrowth"}`, ns), "_x9 1x30"),
+				series(fmt.Sprintf(`perfexp_experiment_endings_total{namespace=%q,phase="Aborted",reason="AbortRequested"}`, ns), "_x11 1x30"),
+				// As the operator exports them from its start: 0, then an
+				// OOM kill at minute 21; a toggle never fails.
+				series(fmt.Sprintf(`perfexp_experiment_endings_total{namespace=%q,phase="Aborted",reason="OOMKilled"}`, ns), "0x20 1x20"),
+				series(fmt.Sprintf(`perfexp_experiment_endings_total{namespace=%q,phase="Aborted",reason="ToggleFailed"}`, ns), "0x40"),
+				// The experiments' info series, which the descriptions name.
+				series(`perfexp_experiment_info{namespace="shop",experiment="leaky",phase="Aborted",verdict="Inconclusive",reason="HeapGrowth"}`, "_x9 1x30"),
+				series(`perfexp_experiment_info{namespace="shop",experiment="stopped",phase="Aborted",verdict="Inconclusive",reason="AbortRequested"}`, "_x11 1x30"),
+				series(`perfexp_experiment_info{namespace="team-a",experiment="oom",phase="Aborted",verdict="Inconclusive",reason="OOMKilled"}`, "_x21 1x20"),
+				series(`perfexp_experiment_info{namespace="shop",experiment="fine",phase="Succeeded",verdict="Pass",reason=""}`, "1x40"),
 				// Successes never alert; nor does another install's namespace.
 				series(fmt.Sprintf(`perfexp_experiment_endings_total{namespace=%q,phase="Succeeded",reason="Succeeded"}`, ns), "0 1 2 3 4 5 6 7 8 9 10x30"),
 				series(`perfexp_experiment_endings_total{namespace="elsewhere",phase="Aborted",reason="OOMKilled"}`, "0x9 1x30"),
@@ -110,15 +136,32 @@ func TestPrometheusRulesFireOnTheirCauses(t *testing.T) {
 				map[string]any{"eval_time": "8m", "alertname": "PerfExperimentGuardrailBreached", "exp_alerts": []any{}},
 				map[string]any{"eval_time": "11m", "alertname": "PerfExperimentGuardrailBreached", "exp_alerts": []any{
 					alert(map[string]string{"alertname": "PerfExperimentGuardrailBreached", "namespace": ns, "reason": "HeapGrowth", "severity": "critical"},
-						expanded("PerfExperimentGuardrailBreached", "HeapGrowth")),
+						expanded("PerfExperimentGuardrailBreached", "HeapGrowth", "shop/leaky")),
 				}},
-				map[string]any{"eval_time": "11m", "alertname": "PerfExperimentAborted", "exp_alerts": []any{}},
+				map[string]any{"eval_time": "10m", "alertname": "PerfExperimentAborted", "exp_alerts": []any{}},
 				map[string]any{"eval_time": "13m", "alertname": "PerfExperimentAborted", "exp_alerts": []any{
 					alert(map[string]string{"alertname": "PerfExperimentAborted", "namespace": ns, "reason": "AbortRequested", "severity": "warning"},
-						expanded("PerfExperimentAborted", "AbortRequested")),
+						expanded("PerfExperimentAborted", "AbortRequested", "shop/stopped")),
 				}},
-				// window is 30m in testdata/monitoring.yaml: gone 30m after.
-				map[string]any{"eval_time": "41m", "alertname": "PerfExperimentGuardrailBreached", "exp_alerts": []any{}},
+				// The pre-initialised series: nothing while it stays 0, an alert
+				// once it turns 1 (beside the heap-growth one, still in its window).
+				map[string]any{"eval_time": "20m", "alertname": "PerfExperimentGuardrailBreached", "exp_alerts": []any{
+					alert(map[string]string{"alertname": "PerfExperimentGuardrailBreached", "namespace": ns, "reason": "HeapGrowth", "severity": "critical"},
+						expanded("PerfExperimentGuardrailBreached", "HeapGrowth", "shop/leaky")),
+				}},
+				map[string]any{"eval_time": "23m", "alertname": "PerfExperimentGuardrailBreached", "exp_alerts": []any{
+					alert(map[string]string{"alertname": "PerfExperimentGuardrailBreached", "namespace": ns, "reason": "HeapGrowth", "severity": "critical"},
+						expanded("PerfExperimentGuardrailBreached", "HeapGrowth", "shop/leaky")),
+					alert(map[string]string{"alertname": "PerfExperimentGuardrailBreached", "namespace": ns, "reason": "OOMKilled", "severity": "critical"},
+						expanded("PerfExperimentGuardrailBreached", "OOMKilled", "team-a/oom")),
+				}},
+				// window is 30m in testdata/monitoring.yaml: the heap-growth
+				// alert is gone 30m after, the OOM one not yet.
+				map[string]any{"eval_time": "40m", "alertname": "PerfExperimentGuardrailBreached", "exp_alerts": []any{
+					alert(map[string]string{"alertname": "PerfExperimentGuardrailBreached", "namespace": ns, "reason": "OOMKilled", "severity": "critical"},
+						expanded("PerfExperimentGuardrailBreached", "OOMKilled", "team-a/oom")),
+				}},
+				map[string]any{"eval_time": "42m", "alertname": "PerfExperimentAborted", "exp_alerts": []any{}},
 				// Pending until the errors have lasted reconcileErrorsFor (15m).
 				map[string]any{"eval_time": "15m", "alertname": "PerfOperatorReconcileErrors", "exp_alerts": []any{}},
 				map[string]any{"eval_time": "25m", "alertname": "PerfOperatorReconcileErrors", "exp_alerts": []any{
@@ -143,6 +186,10 @@ func TestPrometheusRulesFireOnTheirCauses(t *testing.T) {
 	t.Logf("%s", out)
 }
 
+// namedExperiments is the part of the abort alerts' descriptions that lists the
+// aborted experiments from perfexp_experiment_info.
+var namedExperiments = regexp.MustCompile(`\{\{ range query .*perfexp_experiment_info.*\{\{ end \}\}`)
+
 // allowedMetrics are the series the dashboard may query: the operator's own
 // (including the window-latency and toggle gauges), cAdvisor's container series,
 // JVM and Go heap series the target apps export, and kube-state-metrics' for the
@@ -154,10 +201,12 @@ var allowedMetrics = map[string]string{
 	"perfexp_windows_total":                     "operator",
 	"perfexp_window_latency_seconds":            "operator",
 	"perfexp_toggle_applied":                    "operator",
+	"perfexp_experiment_info":                   "operator",
+	"perfexp_stage_overhead_ratio":              "operator",
 	"container_cpu_usage_seconds_total":         "cAdvisor",
 	"container_memory_working_set_bytes":        "cAdvisor",
 	"jvm_memory_used_bytes":                     "JVM",
-	"go_memstats_heap_inuse_bytes":              "Go",
+	"jvm_memory_bytes_used":                     "JVM (client_java 0.x)",
 	"go_memstats_heap_alloc_bytes":              "Go",
 	"kube_deployment_spec_replicas":             "kube-state-metrics",
 	"controller_runtime_reconcile_total":        "operator (controller-runtime)",
@@ -272,7 +321,8 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"perfexp_experiments", "perfexp_window_latency_seconds", "perfexp_toggle_applied",
-		"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "jvm_memory_used_bytes", "go_memstats_heap_inuse_bytes"} {
+		"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "jvm_memory_used_bytes", "go_memstats_heap_alloc_bytes",
+		"perfexp_experiment_info", "perfexp_stage_overhead_ratio"} {
 		if !used[m] {
 			t.Errorf("the dashboard never queries %s", m)
 		}
@@ -293,6 +343,24 @@ func TestDashboard(t *testing.T) {
 		return strings.Contains(expr, "changes(perfexp_toggle_applied")
 	}) {
 		t.Error("no annotation marks the toggle moments (changes(perfexp_toggle_applied...))")
+	}
+	// The heap panel reads the series the operator's default heap query reads,
+	// with the dashboard's variables in place of the target's pods and container.
+	heap := strings.NewReplacer(`container="{{container}}"`, `container!=""`, "{{namespace}}", "$namespace", "{{pod}}", "$deployment-.*").
+		Replace(metrics.DefaultQueries().Heap)
+	panels, _, _ := unstructured.NestedSlice(dash, "panels")
+	var heapExprs []string
+	for _, p := range panels {
+		if p.(map[string]any)["title"] != "Target heap" {
+			continue
+		}
+		targets, _, _ := unstructured.NestedSlice(p.(map[string]any), "targets")
+		for _, tg := range targets {
+			heapExprs = append(heapExprs, tg.(map[string]any)["expr"].(string))
+		}
+	}
+	if !slices.Equal(heapExprs, []string{heap}) {
+		t.Errorf("the Target heap panel queries %q;\nthe operator's default heap query, with the dashboard's variables, is %q", heapExprs, heap)
 	}
 	cm := only(t, render(t, "-f", "test/chart/testdata/monitoring.yaml"), "ConfigMap")
 	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")

@@ -1,29 +1,59 @@
+{{/* perf-operator.name is the chart's name, or nameOverride. */}}
+{{- define "perf-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/*
-perf-operator.fullname is the prefix of every object's name: the release name, or
-"<release>-perf-operator" when the release name does not already say perf-operator.
-Kept to 52 characters so derived names ("-manager", "-leader-election") stay
-within 63.
+perf-operator.fullname is the prefix of every object's name: fullnameOverride when
+set; else the release name, or "<release>-<name>" when the release name does not
+already contain the name (nameOverride or the chart's). Kept to 52 characters so
+derived names ("-manager", "-leader-election", "-metrics") stay within 63.
 */}}
 {{- define "perf-operator.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "perf-operator.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 52 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{/* perf-operator.selectorLabels select the manager's pods; they never change after install. */}}
 {{- define "perf-operator.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "perf-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* perf-operator.labels go on every object. */}}
+{{/*
+perf-operator.labels go on every object: commonLabels, then the standard labels,
+which win over a commonLabels key of the same name (a duplicate key would make
+the manifest invalid, and the selector labels must stay what they are).
+*/}}
 {{- define "perf-operator.labels" -}}
-{{ include "perf-operator.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- $std := dict
+  "app.kubernetes.io/name" (include "perf-operator.name" .)
+  "app.kubernetes.io/instance" .Release.Name
+  "app.kubernetes.io/version" .Chart.AppVersion
+  "app.kubernetes.io/managed-by" .Release.Service
+  "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") -}}
+{{- toYaml (merge $std (deepCopy (.Values.commonLabels | default dict))) -}}
+{{- end -}}
+
+{{/*
+perf-operator.image is the manager's image reference: repository@digest when
+image.digest is set (the digest pins the bytes; the tag is then ignored), else
+repository:tag, the tag defaulting to the chart's appVersion.
+*/}}
+{{- define "perf-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* perf-operator.serviceAccountName is the manager's identity, created or not. */}}
