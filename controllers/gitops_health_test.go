@@ -106,7 +106,11 @@ func gitopsCases(now time.Time) []struct {
 		{"succeeded", written(2, 2, perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Verdict: perfv1.VerdictPass, Toggle: &perfv1.ToggleStatus{}},
 			&engine.Decision{}), "Healthy", "Verdict Pass", kstatus.CurrentStatus},
 		{"succeeded with a failing verdict", written(2, 2, perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Verdict: perfv1.VerdictFail, Toggle: &perfv1.ToggleStatus{}},
-			&engine.Decision{}), "Healthy", "Verdict Fail", kstatus.CurrentStatus},
+			&engine.Decision{}), "Degraded", "Verdict Fail", kstatus.CurrentStatus},
+		// Queued behind another experiment: still progress for every tool.
+		{"queued behind another experiment", written(2, 2, perfv1.PerfExperimentStatus{},
+			&engine.Decision{Waiting: "queued: Deployment \"x\" is held by experiment shop/other", WaitReason: perfv1.ReasonQueued}),
+			"Progressing", "held by experiment shop/other", kstatus.InProgressStatus},
 		{"aborted by a guardrail", written(2, 2, perfv1.PerfExperimentStatus{Phase: perfv1.PhaseAborted, Toggle: &perfv1.ToggleStatus{},
 			Abort: &perfv1.AbortStatus{Reason: perfv1.ReasonHeapGrowth, Message: "heap +712 MiB/min"}},
 			&engine.Decision{}), "Degraded", "HeapGrowth: heap +712 MiB/min", kstatus.FailedStatus},
@@ -154,7 +158,8 @@ func TestFluxKstatusFollowsTheControllersConditions(t *testing.T) {
 
 // The healthCheckExprs of config/flux/kustomization.yaml, run by Flux's own
 // evaluator: the same outcomes as kstatus, except that an experiment the operator
-// has not reconciled yet is InProgress instead of Current.
+// has not reconciled yet is InProgress instead of Current, and one that completed
+// with verdict Fail is Failed, as in Argo CD.
 func TestFluxHealthCheckExprs(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "config", "flux", "kustomization.yaml"))
 	if err != nil {
@@ -179,8 +184,11 @@ func TestFluxHealthCheckExprs(t *testing.T) {
 	for _, tc := range gitopsCases(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)) {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.flux
-			if tc.name == "not reconciled yet" {
+			switch tc.name {
+			case "not reconciled yet":
 				want = kstatus.InProgressStatus
+			case "succeeded with a failing verdict":
+				want = kstatus.FailedStatus
 			}
 			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tc.exp)
 			if err != nil {

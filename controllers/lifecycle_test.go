@@ -315,7 +315,9 @@ func TestOperatorRestartAtEveryPhaseBoundary(t *testing.T) {
 	}
 }
 
-func TestSecondExperimentOnTheSameTargetStalls(t *testing.T) {
+// A second experiment on a held target is queued, not stalled: Reconciling
+// with reason Queued naming the holder.
+func TestSecondExperimentOnTheSameTargetQueues(t *testing.T) {
 	d := newDriver(t)
 	d.c.target("app")
 	if err := k8s.Create(context.Background(), shortExperiment(d.c.ns, "app", envToggle())); err != nil {
@@ -330,14 +332,17 @@ func TestSecondExperimentOnTheSameTargetStalls(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		exp := &perfv1.PerfExperiment{}
 		_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(second), exp)
-		c := meta.FindStatusCondition(exp.Status.Conditions, perfv1.ConditionStalled)
-		if c != nil && c.Status == metav1.ConditionTrue && c.Reason == perfv1.ReasonTargetHeld &&
+		c := meta.FindStatusCondition(exp.Status.Conditions, perfv1.ConditionReconciling)
+		if c != nil && c.Status == metav1.ConditionTrue && c.Reason == perfv1.ReasonQueued &&
 			strings.Contains(c.Message, d.c.ns+"/overhead") {
+			if s := meta.FindStatusCondition(exp.Status.Conditions, perfv1.ConditionStalled); s != nil {
+				t.Fatalf("a queued experiment has Stalled %s", s.Status)
+			}
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("second experiment did not stall naming the holder")
+	t.Fatal("second experiment was not queued naming the holder")
 }
 
 func TestMissingTargetAndMissingLimitsStall(t *testing.T) {

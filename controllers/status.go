@@ -15,10 +15,11 @@ import (
 // one place, so kstatus readers (Argo CD, Flux, kubectl wait) always see a
 // consistent picture:
 //
-//	running           Reconciling=True  Ready=False
-//	stalled/pending   Stalled=True      Ready=False
-//	Succeeded         Ready=True        (no Reconciling, no Stalled)
-//	Failed, Aborted   Stalled=True      Ready=False
+//	running           Reconciling=True  Ready=False  Complete=False
+//	queued            Reconciling=True  Ready=False  Complete=False (reason Queued)
+//	stalled/pending   Stalled=True      Ready=False  Complete=False
+//	Succeeded         Ready=True        Complete=True (no Reconciling, no Stalled)
+//	Failed, Aborted   Stalled=True      Ready=False  Complete=True
 func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, gen int64, d engine.Decision, now time.Time) {
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
@@ -29,6 +30,7 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 	switch {
 	case st.Phase == perfv1.PhaseSucceeded:
 		set(perfv1.ConditionReady, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed; status.summary is final")
+		set(perfv1.ConditionComplete, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed with verdict "+string(st.Verdict))
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
 	case st.Phase.IsTerminal():
@@ -38,18 +40,26 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 		}
 		set(perfv1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		set(perfv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+		// Complete's reason is the phase, so one wait line ends on every
+		// outcome and its reason says which; the cause stays in Ready/Stalled.
+		set(perfv1.ConditionComplete, metav1.ConditionTrue, string(st.Phase), "the experiment ended "+string(st.Phase)+": "+reason+": "+msg)
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
 	case d.Stall != nil:
 		set(perfv1.ConditionReady, metav1.ConditionFalse, d.Stall.Reason, d.Stall.Message)
 		set(perfv1.ConditionStalled, metav1.ConditionTrue, d.Stall.Reason, d.Stall.Message)
+		set(perfv1.ConditionComplete, metav1.ConditionFalse, d.Stall.Reason, d.Stall.Message)
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
 	default:
-		msg := d.Waiting
+		msg, reason := d.Waiting, d.WaitReason
 		if msg == "" {
 			msg = "phase " + string(st.Phase)
 		}
-		set(perfv1.ConditionReady, metav1.ConditionFalse, perfv1.ReasonProgressing, msg)
-		set(perfv1.ConditionReconciling, metav1.ConditionTrue, perfv1.ReasonProgressing, msg)
+		if reason == "" {
+			reason = perfv1.ReasonProgressing
+		}
+		set(perfv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		set(perfv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+		set(perfv1.ConditionComplete, metav1.ConditionFalse, reason, msg)
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
 	}
 	if st.Phase == "" {
@@ -85,8 +95,9 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 }
 
 // setPassed is the CI gate: present only with success criteria; True when every
-// stage met them, False when one did not, Unknown until the summary is final or
-// when the run ended without one.
+// stage met them, False when one did not; Unknown with reason Inconclusive when
+// the run completed without a trustworthy verdict, and with NoVerdict until the
+// summary is final or when the run ended Aborted or Failed.
 func setPassed(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, gen int64, now time.Time) {
 	if crit == nil {
 		return
@@ -98,8 +109,10 @@ func setPassed(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, ge
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, perfv1.ReasonCriteriaMet, "every stage stayed within spec.successCriteria"
 	case st.Phase == perfv1.PhaseSucceeded && st.Verdict == perfv1.VerdictFail:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perfv1.ReasonCriteriaExceeded, "a stage exceeded spec.successCriteria: see status.summary"
+	case st.Phase == perfv1.PhaseSucceeded:
+		c.Reason, c.Message = perfv1.ReasonInconclusive, "the run completed without a trustworthy verdict ("+string(st.Verdict)+"): see status.summary"
 	case st.Phase.IsTerminal():
-		c.Message = "the run ended without a trustworthy verdict (" + string(st.Verdict) + ")"
+		c.Message = "the run ended " + string(st.Phase) + " without a verdict"
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 }

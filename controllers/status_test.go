@@ -25,17 +25,24 @@ func TestSetConditions(t *testing.T) {
 		reason string // Ready's reason
 	}{
 		{"new, target missing", perfv1.PerfExperimentStatus{}, engine.Decision{Stall: &engine.Stall{Reason: perfv1.ReasonTargetNotFound, Message: "x"}},
-			want{"Ready": "False", "Stalled": "True", "Reconciling": "-", "ToggleApplied": "-", "TargetLocked": "-"}, perfv1.ReasonTargetNotFound},
+			want{"Ready": "False", "Stalled": "True", "Reconciling": "-", "ToggleApplied": "-", "TargetLocked": "-", "Complete": "False"}, perfv1.ReasonTargetNotFound},
+		// Queued behind another experiment: progress, never Stalled, so GitOps
+		// tools keep waiting; the reason says Queued and the message the holder.
+		{"queued behind another experiment", perfv1.PerfExperimentStatus{Phase: perfv1.PhasePending},
+			engine.Decision{Waiting: "queued: held by experiment shop/other", WaitReason: perfv1.ReasonQueued},
+			want{"Ready": "False", "Stalled": "-", "Reconciling": "True", "Complete": "False"}, perfv1.ReasonQueued},
 		{"pending, waiting for a rollout", perfv1.PerfExperimentStatus{Phase: perfv1.PhasePending}, engine.Decision{Waiting: "rollout"},
-			want{"Ready": "False", "Stalled": "-", "Reconciling": "True", "ToggleApplied": "-"}, perfv1.ReasonProgressing},
+			want{"Ready": "False", "Stalled": "-", "Reconciling": "True", "ToggleApplied": "-", "Complete": "False"}, perfv1.ReasonProgressing},
 		{"baseline", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseBaseline, Toggle: off}, engine.Decision{},
 			want{"Ready": "False", "Reconciling": "True", "Stalled": "-", "ToggleApplied": "False", "TargetLocked": "True"}, perfv1.ReasonProgressing},
 		{"treatment", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseTreatment, Toggle: on}, engine.Decision{},
 			want{"Ready": "False", "Reconciling": "True", "ToggleApplied": "True", "TargetLocked": "True"}, perfv1.ReasonProgressing},
 		{"succeeded", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Toggle: off}, engine.Decision{},
-			want{"Ready": "True", "Reconciling": "-", "Stalled": "-", "ToggleApplied": "False", "TargetLocked": "False"}, perfv1.ReasonSucceeded},
+			want{"Ready": "True", "Reconciling": "-", "Stalled": "-", "ToggleApplied": "False", "TargetLocked": "False", "Complete": "True"}, perfv1.ReasonSucceeded},
 		{"aborted by a guardrail", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseAborted, Toggle: off, Abort: abort}, engine.Decision{},
-			want{"Ready": "False", "Reconciling": "-", "Stalled": "True", "ToggleApplied": "False", "TargetLocked": "False"}, perfv1.ReasonHeapGrowth},
+			want{"Ready": "False", "Reconciling": "-", "Stalled": "True", "ToggleApplied": "False", "TargetLocked": "False", "Complete": "True"}, perfv1.ReasonHeapGrowth},
+		{"failed", perfv1.PerfExperimentStatus{Phase: perfv1.PhaseFailed, Toggle: off}, engine.Decision{},
+			want{"Ready": "False", "Reconciling": "-", "Stalled": "True", "Complete": "True"}, perfv1.ReasonLoadFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.st
@@ -59,6 +66,48 @@ func TestSetConditions(t *testing.T) {
 			}
 			if st.Phase == "" {
 				t.Error("phase left empty")
+			}
+		})
+	}
+}
+
+// Complete ends a `kubectl wait` on every outcome, its reason the phase; Passed
+// carries the verdict with the reasons docs/gates.md documents.
+func TestCompleteAndPassedReadTheOutcome(t *testing.T) {
+	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	crit := &perfv1.SuccessCriteria{}
+	abort := &perfv1.AbortStatus{Reason: perfv1.ReasonAbortRequested, Message: "spec.abort"}
+	for _, tc := range []struct {
+		name           string
+		st             perfv1.PerfExperimentStatus
+		complete       metav1.ConditionStatus
+		completeReason string
+		passed         metav1.ConditionStatus
+		passedReason   string
+	}{
+		{name: "running", st: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseTreatment},
+			complete: "False", completeReason: perfv1.ReasonProgressing, passed: "Unknown", passedReason: perfv1.ReasonNoVerdict},
+		{name: "pass", st: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Verdict: perfv1.VerdictPass},
+			complete: "True", completeReason: perfv1.ReasonSucceeded, passed: "True", passedReason: perfv1.ReasonCriteriaMet},
+		{name: "fail", st: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Verdict: perfv1.VerdictFail},
+			complete: "True", completeReason: perfv1.ReasonSucceeded, passed: "False", passedReason: perfv1.ReasonCriteriaExceeded},
+		{name: "inconclusive", st: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Verdict: perfv1.VerdictInconclusive},
+			complete: "True", completeReason: perfv1.ReasonSucceeded, passed: "Unknown", passedReason: perfv1.ReasonInconclusive},
+		{name: "aborted", st: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseAborted, Verdict: perfv1.VerdictInconclusive, Abort: abort},
+			complete: "True", completeReason: perfv1.ReasonAborted, passed: "Unknown", passedReason: perfv1.ReasonNoVerdict},
+		{name: "failed", st: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseFailed, Verdict: perfv1.VerdictInconclusive},
+			complete: "True", completeReason: perfv1.ReasonFailed, passed: "Unknown", passedReason: perfv1.ReasonNoVerdict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.st
+			setConditions(&st, crit, 1, engine.Decision{}, now)
+			c := meta.FindStatusCondition(st.Conditions, perfv1.ConditionComplete)
+			if c == nil || c.Status != tc.complete || c.Reason != tc.completeReason {
+				t.Errorf("Complete = %+v; want %s %s", c, tc.complete, tc.completeReason)
+			}
+			p := meta.FindStatusCondition(st.Conditions, perfv1.ConditionPassed)
+			if p == nil || p.Status != tc.passed || p.Reason != tc.passedReason {
+				t.Errorf("Passed = %+v; want %s %s", p, tc.passed, tc.passedReason)
 			}
 		})
 	}

@@ -3,13 +3,23 @@ package v1alpha1
 // Condition types. The first three follow the kstatus conventions, so Argo CD,
 // Flux and `kubectl wait` read an experiment like any well-behaved resource:
 //
-//	running            Reconciling=True  Ready=False            → InProgress
-//	waiting on cluster Stalled=True      Ready=False (Pending)  → Failed until fixed
-//	Succeeded          Ready=True                               → Current
-//	Failed, Aborted    Stalled=True      Ready=False            → Failed
+//	running            Reconciling=True  Ready=False            Complete=False → InProgress
+//	queued (held)      Reconciling=True (Queued) Ready=False    Complete=False → InProgress
+//	waiting on cluster Stalled=True      Ready=False (Pending)  Complete=False → Failed until fixed
+//	Succeeded          Ready=True                               Complete=True  → Current
+//	Failed, Aborted    Stalled=True      Ready=False            Complete=True  → Failed
 //
-// A finished or aborted experiment is never left Reconciling.
+// A finished or aborted experiment is never left Reconciling. Complete is the
+// condition a gate waits on (`kubectl wait --for=condition=Complete`): it turns
+// True on every ending, good or bad, so a wait never runs into its timeout
+// because the run was aborted; Passed then says whether it passed.
 const (
+	// ConditionComplete is True once the run has ended, whatever the outcome;
+	// its reason is the phase: Succeeded, Failed or Aborted. False (reason
+	// Progressing, Queued or the stall's reason) until then (polarity:
+	// normal-true; the terminal condition `kubectl wait` ends on).
+	ConditionComplete = "Complete"
+
 	// ConditionReady is True when the experiment finished successfully and its
 	// summary is final (polarity: normal-true).
 	ConditionReady = "Ready"
@@ -19,7 +29,8 @@ const (
 	ConditionReconciling = "Reconciling"
 
 	// ConditionStalled is True when the run cannot make progress without help: the
-	// target is missing, has no limits or is held by another experiment, or the
+	// target is missing, has no limits or is held by an experiment that no
+	// longer exists, or the
 	// run ended Failed or Aborted (polarity: abnormal-true; removed otherwise).
 	ConditionStalled = "Stalled"
 
@@ -32,9 +43,12 @@ const (
 	// target Deployment (polarity: normal-true while running; False once released).
 	ConditionTargetLocked = "TargetLocked"
 
-	// ConditionPassed is True when every stage met spec.successCriteria, False
-	// when one did not, Unknown until the summary is final or when the run was
-	// aborted (polarity: normal-true). Present only with successCriteria.
+	// ConditionPassed is the verdict as a condition: True (reason CriteriaMet)
+	// when every stage met spec.successCriteria, False (CriteriaExceeded) when
+	// one did not; Unknown with reason Inconclusive when the run completed but a
+	// window could not be trusted, and Unknown with reason NoVerdict while the
+	// run is going or when it ended Aborted or Failed (polarity: normal-true).
+	// Present only with successCriteria.
 	ConditionPassed = "Passed"
 
 	// ConditionMetricsAvailable is False when the metrics source could not be
@@ -51,8 +65,11 @@ const (
 const (
 	// ReasonProgressing: the run is moving through its phases.
 	ReasonProgressing = "Progressing"
-	// ReasonSucceeded: the run completed.
+	// ReasonSucceeded: the run completed. ReasonFailed and ReasonAborted explain
+	// Complete=True on the other endings (the phase's name).
 	ReasonSucceeded = "Succeeded"
+	ReasonFailed    = "Failed"
+	ReasonAborted   = "Aborted"
 
 	// ReasonTargetNotFound: spec.target.deployment does not exist in the namespace.
 	ReasonTargetNotFound = "TargetNotFound"
@@ -64,8 +81,12 @@ const (
 	ReasonTargetMissingLimits = "TargetMissingLimits"
 	// ReasonContainerNotFound: spec.target.container is not in the pod template.
 	ReasonContainerNotFound = "ContainerNotFound"
-	// ReasonTargetHeld: another experiment holds the target's lock; the message
-	// names it.
+	// ReasonQueued explains Reconciling=True while another experiment holds the
+	// target's lock: this one starts when the holder ends; the message names the
+	// holder. Queued is progress, not a stall: GitOps tools keep waiting.
+	ReasonQueued = "Queued"
+	// ReasonTargetHeld: the experiment that holds the target's lock no longer
+	// exists, so only a person can release it (Stalled); the message names it.
 	ReasonTargetHeld = "TargetHeld"
 	// ReasonScriptNotFound: the ConfigMap or key of spec.load.scriptRef is missing.
 	ReasonScriptNotFound = "ScriptNotFound"
@@ -104,6 +125,7 @@ const (
 	ReasonCriteriaMet      = "CriteriaMet"
 	ReasonCriteriaExceeded = "CriteriaExceeded"
 	ReasonNoVerdict        = "NoVerdict"
+	ReasonInconclusive     = "Inconclusive"
 	// ReasonMetricsOK and ReasonMetricsUnavailable explain ConditionMetricsAvailable.
 	ReasonMetricsOK          = "MetricsOK"
 	ReasonMetricsUnavailable = "MetricsUnavailable"

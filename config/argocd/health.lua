@@ -3,10 +3,12 @@
 -- Install it under resource.customizations.health.perfexp.dev_PerfExperiment in
 -- the argocd-cm ConfigMap (see README). It reads the kstatus conditions the
 -- operator writes, so Argo CD shows an experiment the way Flux's kstatus does:
---   Ready=True                      -> Healthy   (finished; the summary is final)
+--   Ready=True                      -> Healthy   (finished; the summary is final),
+--                                      Degraded when the verdict is Fail
 --   Stalled=True                    -> Degraded  (Failed, Aborted, or waiting on
 --                                                something only a person can fix)
---   otherwise                       -> Progressing (running, or not reconciled yet)
+--   otherwise                       -> Progressing (running, queued behind another
+--                                      experiment (reason Queued), or not reconciled yet)
 -- A status older than the spec (observedGeneration behind) is Progressing.
 local hs = {status = "Progressing", message = "Waiting for the operator"}
 if obj.status == nil then
@@ -30,6 +32,11 @@ if ready ~= nil and ready.status == "True" then
   hs.message = ready.message or "Succeeded"
   if obj.status.verdict ~= nil then
     hs.message = "Verdict " .. obj.status.verdict .. ": " .. hs.message
+    -- A run that completed with a failing verdict measured an overhead past
+    -- spec.successCriteria: the sync that brought it must not read Healthy.
+    if obj.status.verdict == "Fail" then
+      hs.status = "Degraded"
+    end
   end
   return hs
 end

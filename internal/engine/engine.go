@@ -115,12 +115,14 @@ func (x *decider) preflight(planErr error) {
 	case t == nil:
 		x.stall(perfv1.ReasonTargetNotFound, fmt.Sprintf("Deployment %q not found in namespace %q", x.spec.Target.Deployment, x.exp.Namespace))
 		return
+	case t.HeldBy != "" && t.HeldBy != x.self() && t.HolderGone:
+		x.stall(perfv1.ReasonTargetHeld, fmt.Sprintf("Deployment %q is held by experiment %s, which no longer exists: check the target, then remove its annotations %s and %s", x.spec.Target.Deployment, t.HeldBy, perfv1.AnnotationLock, perfv1.AnnotationOriginal))
+		return
 	case t.HeldBy != "" && t.HeldBy != x.self():
-		msg := fmt.Sprintf("Deployment %q is held by experiment %s; this one starts when it ends", x.spec.Target.Deployment, t.HeldBy)
-		if t.HolderGone {
-			msg = fmt.Sprintf("Deployment %q is held by experiment %s, which no longer exists: check the target, then remove its annotations %s and %s", x.spec.Target.Deployment, t.HeldBy, perfv1.AnnotationLock, perfv1.AnnotationOriginal)
-		}
-		x.stall(perfv1.ReasonTargetHeld, msg)
+		// Queued, not stalled: the holder's ending releases the target, and its
+		// Deployment event wakes this experiment; nobody has to act.
+		x.wait(fmt.Sprintf("queued: Deployment %q is held by experiment %s; this one starts when it ends", x.spec.Target.Deployment, t.HeldBy))
+		x.d.WaitReason = perfv1.ReasonQueued
 		return
 	case t.CaptureError != "":
 		x.stall(t.CaptureReason, t.CaptureError)

@@ -186,7 +186,6 @@ func TestPreflightStallsWithoutChangingAnything(t *testing.T) {
 		msg    string
 	}{
 		{"target missing", func(w *world, o *Observed) { o.Target = nil }, perfv1.ReasonTargetNotFound, `Deployment "mall-gateway" not found in namespace "shop"`},
-		{"held by another", func(w *world, o *Observed) { o.Target.HeldBy = other }, perfv1.ReasonTargetHeld, "held by experiment shop/other"},
 		{"holder gone", func(w *world, o *Observed) { o.Target.HeldBy, o.Target.HolderGone = other, true }, perfv1.ReasonTargetHeld, "no longer exists"},
 		{"no limits", func(w *world, o *Observed) { o.Target.MissingLimits = "memory limit" }, perfv1.ReasonTargetMissingLimits, "has no memory limit"},
 		{"container missing", func(w *world, o *Observed) {
@@ -207,6 +206,21 @@ func TestPreflightStallsWithoutChangingAnything(t *testing.T) {
 				t.Fatalf("a stalled preflight acted: %+v, phase %s", d.Actions, d.Status.Phase)
 			}
 		})
+	}
+}
+
+// A target held by another experiment queues this one: a wait with reason
+// Queued naming the holder, nothing changed, never a stall.
+func TestPreflightQueuesBehindTheHolder(t *testing.T) {
+	w := newWorld(t, seedExperiment())
+	o := w.observe()
+	o.Target.HeldBy = "shop/other"
+	d := Decide(w.exp, o)
+	if d.Stall != nil || d.WaitReason != perfv1.ReasonQueued || !strings.Contains(d.Waiting, "held by experiment shop/other") {
+		t.Fatalf("want a Queued wait naming shop/other, got stall %+v, wait %s %q", d.Stall, d.WaitReason, d.Waiting)
+	}
+	if len(d.Actions) != 0 || d.Status.Phase != perfv1.PhasePending || d.Status.StartTime != nil {
+		t.Fatalf("a queued preflight acted: %+v, phase %s", d.Actions, d.Status.Phase)
 	}
 }
 

@@ -194,6 +194,10 @@ type Decision struct {
 	// Waiting says what a non-stalled run is waiting for, for the Reconciling
 	// condition's message.
 	Waiting string
+	// WaitReason is the Reconciling condition's reason while waiting, when it
+	// is not plain progress (ReasonQueued: another experiment holds the
+	// target); empty means ReasonProgressing.
+	WaitReason string
 	// RequeueAfter is when to look again if no event arrives first; 0 means only
 	// events wake the experiment.
 	RequeueAfter time.Duration
