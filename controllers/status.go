@@ -94,6 +94,14 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 	}
 }
 
+// SetConditions is setConditions for tests outside this package: the gate
+// recipes' test (cmd/kubectl-perf) writes statuses exactly as the controller
+// does, so the documented `kubectl wait` lines are checked against the real
+// conditions.
+func SetConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, gen int64, d engine.Decision, now time.Time) {
+	setConditions(st, crit, gen, d, now)
+}
+
 // setPassed is the CI gate: present only with success criteria; True when every
 // stage met them, False when one did not; Unknown with reason Inconclusive when
 // the run completed without a trustworthy verdict, and with NoVerdict until the

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,8 +28,8 @@ func (f *clusterFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "the experiment's namespace (default: the context's)")
 }
 
-// client returns a client for PerfExperiments and the namespace to use.
-func (f *clusterFlags) client() (client.Client, string, error) {
+// config returns the REST config and the namespace to use.
+func (f *clusterFlags) config() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if f.kubeconfig != "" {
 		rules.ExplicitPath = f.kubeconfig
@@ -46,15 +47,27 @@ func (f *clusterFlags) client() (client.Client, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("resolving namespace: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := perfv1.AddToScheme(scheme); err != nil {
+	return cfg, ns, nil
+}
+
+// client returns a client for PerfExperiments and the namespace to use.
+func (f *clusterFlags) client() (client.Client, string, error) {
+	cfg, ns, err := f.config()
+	if err != nil {
 		return nil, "", err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: pluginScheme()})
 	if err != nil {
 		return nil, "", fmt.Errorf("creating client: %w", err)
 	}
 	return c, ns, nil
+}
+
+// pluginScheme knows PerfExperiments.
+func pluginScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	_ = perfv1.AddToScheme(scheme)
+	return scheme
 }
 
 // objectError names the experiment in an API error.

@@ -28,11 +28,12 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl perf"},
-		Example: `  kubectl perf report profiling-overhead -n shop --exit-code
+		Example: `  kubectl perf wait profiling-overhead -n shop --timeout 4h
+  kubectl perf report profiling-overhead -n shop --exit-code
   kubectl perf abort profiling-overhead -n shop
   kubectl perf guard --trace incident.csv --toggle-at 1200 -f examples/death-spiral.yaml`,
 	}
-	root.AddCommand(guardCmd(), analyzeCmd(), reportCmd(), abortCmd(), versionCmd())
+	root.AddCommand(guardCmd(), analyzeCmd(), reportCmd(), waitCmd(), abortCmd(), versionCmd())
 	return root
 }
 

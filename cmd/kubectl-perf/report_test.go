@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	if kubeconfig != "" {
 		_ = os.RemoveAll(filepath.Dir(kubeconfig))
 	}
+	if pluginDir != "" {
+		_ = os.RemoveAll(pluginDir)
+	}
 	os.Exit(code)
 }
 
