@@ -7,68 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
-
-// clusterFlags are the standard kubeconfig flags of the subcommands that talk to
-// a cluster: --kubeconfig, --context and -n/--namespace.
-type clusterFlags struct {
-	kubeconfig, context, namespace string
-}
-
-func (f *clusterFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&f.context, "context", "", "the kubeconfig context to use")
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "the experiment's namespace (default: the context's)")
-}
-
-// config returns the REST config and the namespace to use.
-func (f *clusterFlags) config() (*rest.Config, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if f.kubeconfig != "" {
-		rules.ExplicitPath = f.kubeconfig
-	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: f.context}
-	if f.namespace != "" {
-		overrides.Context.Namespace = f.namespace
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	ns, _, err := cc.Namespace()
-	if err != nil {
-		return nil, "", fmt.Errorf("resolving namespace: %w", err)
-	}
-	return cfg, ns, nil
-}
-
-// client returns a client for PerfExperiments and the namespace to use.
-func (f *clusterFlags) client() (client.Client, string, error) {
-	cfg, ns, err := f.config()
-	if err != nil {
-		return nil, "", err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: pluginScheme()})
-	if err != nil {
-		return nil, "", fmt.Errorf("creating client: %w", err)
-	}
-	return c, ns, nil
-}
-
-// pluginScheme knows PerfExperiments.
-func pluginScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	_ = perfv1.AddToScheme(scheme)
-	return scheme
-}
 
 // objectError names the experiment in an API error.
 func objectError(ns, name string, err error) error {

@@ -15,7 +15,7 @@ import (
 
 // Help and usage say what users type: `kubectl perf`, never kubectl-perf.
 func TestHelpSaysKubectlPerf(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"report", "--help"}, {"abort", "--help"}, {"guard", "--help"}, {"version", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"report", "--help"}, {"wait", "--help"}, {"export", "--help"}, {"abort", "--help"}, {"guard", "--help"}, {"version", "--help"}} {
 		out, err := run(t, args...)
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)

@@ -10,12 +10,17 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
-// reportJSON is `kubectl perf report -o json`: the summary rows as stored.
+// reportJSON is `kubectl perf report -o json|yaml|jsonpath=...`: the summary
+// rows as stored, under apiVersion perfexp.dev/v1alpha1 and kind
+// PerfExperimentReport so kubectl's printers take it.
 type reportJSON struct {
 	Name      string                `json:"name"`
 	Namespace string                `json:"namespace"`
@@ -33,25 +38,33 @@ func reportCmd() *cobra.Command {
 		exitCode bool
 	)
 	cmd := &cobra.Command{
-		Use:   "report NAME [-n NAMESPACE] [-o table|json] [--plot FILE.svg] [--exit-code]",
+		Use:   "report NAME [-n NAMESPACE] [-o table|json|yaml|jsonpath=TEMPLATE] [--plot FILE.svg] [--exit-code]",
 		Short: "Show an experiment's overhead table, optionally plotted as SVG",
 		Long: `Reads a PerfExperiment and prints its results: a header with phase, verdict and,
 if the run was aborted, why; then one row per stage with CPU (cores; delta also in
 percentage points of the limit), memory (MiB) and p99 latency (ms), each baseline →
 treatment with the relative overhead and its 95 % confidence interval, and the
-stage's verdict. -o json prints {name, namespace, phase, verdict, abort, stages}
-with stages the status.summary rows as stored. --plot writes an SVG of the run:
+stage's verdict. -o json or yaml prints {apiVersion, kind: PerfExperimentReport,
+name, namespace, phase, verdict, abort, stages} with stages the status.summary rows
+as stored; -o jsonpath=TEMPLATE (and kubectl's other template formats) reads it. --plot writes an SVG of the run:
 CPU, memory, heap (when exported) and p99 latency per window over time, with the
 toggle, revert and abort moments marked.
 
 --exit-code makes the exit status the outcome, for CI: 0 Pass or NoEffect, 2 Fail,
 3 Inconclusive, 4 Aborted, 5 Failed, 6 still running (1 is any error).`,
 		Example: `  kubectl perf report profiling-overhead -n shop
-  kubectl perf report profiling-overhead -n shop -o json --exit-code`,
+  kubectl perf report profiling-overhead -n shop -o json --exit-code
+  kubectl perf report profiling-overhead -n shop -o jsonpath='{.stages[*].cpu.overhead}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o must be table or json, not %q", output)
+			var printer printers.ResourcePrinter
+			if output != "table" {
+				pf := genericclioptions.NewPrintFlags("")
+				pf.OutputFormat, pf.NamePrintFlags = &output, nil
+				var err error
+				if printer, err = pf.ToPrinter(); err != nil {
+					return fmt.Errorf("-o must be table, json, yaml or jsonpath=TEMPLATE: %w", err)
+				}
 			}
 			c, ns, err := flags.client()
 			if err != nil {
@@ -90,24 +103,41 @@ toggle, revert and abort moments marked.
 					return err
 				}
 			}
-			if output == "json" {
-				stages := st.Summary
-				if stages == nil {
-					stages = []perfv1.StageSummary{}
+			if printer != nil {
+				obj, err := reportObject(reportJSON{Name: name, Namespace: ns, Phase: st.Phase, Verdict: st.Verdict,
+					Abort: st.Abort, Stages: st.Summary})
+				if err != nil {
+					return err
 				}
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return outcome(enc.Encode(reportJSON{Name: name, Namespace: ns, Phase: st.Phase, Verdict: st.Verdict,
-					Abort: st.Abort, Stages: stages}))
+				return outcome(printer.PrintObj(obj, cmd.OutOrStdout()))
 			}
 			return outcome(printReport(cmd.OutOrStdout(), exp))
 		},
 	}
 	flags.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, yaml, jsonpath=TEMPLATE (or another of kubectl's template formats)")
 	cmd.Flags().StringVar(&plot, "plot", "", "also write an SVG plot of the run to this file")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with the outcome's code: 0 Pass/NoEffect, 2 Fail, 3 Inconclusive, 4 Aborted, 5 Failed, 6 running")
 	return cmd
+}
+
+// reportObject is the report as an object kubectl's printers accept: a
+// PerfExperimentReport with apiVersion and kind, stages always a list.
+func reportObject(r reportJSON) (*unstructured.Unstructured, error) {
+	if r.Stages == nil {
+		r.Stages = []perfv1.StageSummary{}
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &obj.Object); err != nil {
+		return nil, err
+	}
+	obj.SetAPIVersion(perfv1.GroupVersion.String())
+	obj.SetKind("PerfExperimentReport")
+	return obj, nil
 }
 
 func writePlotFile(path string, exp *perfv1.PerfExperiment) error {

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -86,7 +87,9 @@ func TestWaitFollowsTheRun(t *testing.T) {
 		t.Errorf("wait on a queued run with --timeout: exit %d (%s), want %d naming Queued", code, msg, ExitTimeout)
 	}
 
-	cfg, _, err := (&clusterFlags{kubeconfig: kubeconfig}).config()
+	flags := &clusterFlags{cf: genericclioptions.NewConfigFlags(false)}
+	flags.cf.KubeConfig = &kubeconfig
+	cfg, _, err := flags.config()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+func exportCmd() *cobra.Command {
+	var (
+		flags          clusterFlags
+		samples, trace string
+	)
+	cmd := &cobra.Command{
+		Use:   "export NAME [-n NAMESPACE] [--samples FILE.csv] [--trace FILE.csv]",
+		Short: "Write an experiment's recorded series as the CSV files analyze and guard read",
+		Long: `Reads a PerfExperiment and writes what its status recorded:
+
+--samples: the measured windows as ` + "`kubectl perf analyze --samples`" + ` reads them
+(stage,variant,t_seconds,pod,cpu_cores,memory_bytes): for every stage the baseline and
+treatment window the operator analysed, t_seconds from the window's first point.
+
+--trace: the memory over the whole run as ` + "`kubectl perf guard --trace`" + ` reads it
+(t_seconds,pod,working_set_bytes,heap_bytes,limit_bytes), t_seconds from the run's
+start; the line printed gives the --toggle-at of the first toggle.
+
+The status keeps the target's totals over its pods, not each pod: both files carry
+them as one pod named "all", with the memory limit of all pods together. The status
+keeps no timestamp per point: the i-th point of a window is placed at its start plus
+(i+1) steps.`,
+		Example: `  kubectl perf export profiling-overhead -n shop --samples samples.csv --trace trace.csv
+  kubectl perf analyze --samples samples.csv -o table`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if samples == "" && trace == "" {
+				return errors.New("nothing to export: give --samples FILE.csv, --trace FILE.csv or both")
+			}
+			c, ns, err := flags.client()
+			if err != nil {
+				return err
+			}
+			exp := &perfv1.PerfExperiment{}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: args[0]}, exp); err != nil {
+				return objectError(ns, args[0], err)
+			}
+			out := cmd.OutOrStdout()
+			if samples != "" {
+				n, err := writeCSV(samples, func(w *csv.Writer) (int, error) { return exportSamples(w, exp) })
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "wrote %d samples to %s\n", n, samples)
+			}
+			if trace != "" {
+				var toggleAt *float64
+				n, err := writeCSV(trace, func(w *csv.Writer) (int, error) {
+					var err error
+					var n int
+					n, toggleAt, err = exportTrace(w, exp)
+					return n, err
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "wrote %d trace rows to %s", n, trace)
+				if toggleAt != nil {
+					fmt.Fprintf(out, "; the toggle was first applied at --toggle-at %s", strconv.FormatFloat(*toggleAt, 'f', -1, 64))
+				}
+				fmt.Fprintln(out)
+			}
+			return nil
+		},
+	}
+	flags.add(cmd)
+	cmd.Flags().StringVar(&samples, "samples", "", "write the measured windows' samples to this CSV file")
+	cmd.Flags().StringVar(&trace, "trace", "", "write the run's memory trace to this CSV file")
+	return cmd
+}
+
+func writeCSV(path string, rows func(*csv.Writer) (int, error)) (int, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	w := csv.NewWriter(f)
+	n, err := rows(w)
+	if err == nil {
+		w.Flush()
+		err = w.Error()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// exportSamples writes, per stage, the baseline and treatment windows the
+// operator's analysis reads (the last of each), so analyze recomputes its table.
+func exportSamples(w *csv.Writer, exp *perfv1.PerfExperiment) (int, error) {
+	if err := w.Write(samplesHeader); err != nil {
+		return 0, err
+	}
+	n := 0
+	for s := range exp.Spec.Stages {
+		for _, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
+			win := lastWindow(exp.Status.Windows, int32(s), v)
+			if win == nil || win.Series == nil {
+				continue
+			}
+			ser := win.Series
+			for i := range ser.CPUMillicores {
+				if i >= len(ser.MemoryBytes) {
+					break
+				}
+				t := float64(i) * float64(ser.StepSeconds)
+				if err := w.Write([]string{exp.Spec.StageName(s), string(v), ftoa(t), "all",
+					ftoa(float64(ser.CPUMillicores[i]) / 1000), strconv.FormatInt(ser.MemoryBytes[i], 10)}); err != nil {
+					return n, err
+				}
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("perfexperiment %s/%s has no measured window yet", exp.Namespace, exp.Name)
+	}
+	return n, nil
+}
+
+// exportTrace writes the memory of every window with a series, in time order,
+// and returns the offset of the first toggle: the start of the first window
+// after a baseline, where the toggle is applied.
+func exportTrace(w *csv.Writer, exp *perfv1.PerfExperiment) (int, *float64, error) {
+	st := &exp.Status
+	if st.StartTime == nil {
+		return 0, nil, fmt.Errorf("perfexperiment %s/%s has not started", exp.Namespace, exp.Name)
+	}
+	limit := ""
+	if m := st.Measurement; m != nil && m.MemoryLimitBytes > 0 {
+		limit = strconv.FormatInt(m.MemoryLimitBytes*int64(max(m.Replicas, 1)), 10)
+	}
+	type row struct {
+		t   float64
+		rec []string
+	}
+	var rows []row
+	var toggleAt *float64
+	sawBaseline := false
+	for _, win := range st.Windows {
+		if win.Start == nil {
+			continue
+		}
+		start := win.Start.Sub(st.StartTime.Time).Seconds()
+		if sawBaseline && toggleAt == nil && win.Variant != perfv1.VariantBaseline {
+			toggleAt = &start
+		}
+		sawBaseline = sawBaseline || win.Variant == perfv1.VariantBaseline
+		ser := win.Series
+		if ser == nil {
+			continue
+		}
+		for i := range ser.MemoryBytes {
+			t := start + float64(i+1)*float64(ser.StepSeconds)
+			heap := ""
+			if len(ser.HeapBytes) == len(ser.MemoryBytes) {
+				heap = strconv.FormatInt(ser.HeapBytes[i], 10)
+			}
+			rows = append(rows, row{t: t, rec: []string{ftoa(t), "all", strconv.FormatInt(ser.MemoryBytes[i], 10), heap, limit}})
+		}
+	}
+	if len(rows) == 0 {
+		return 0, nil, fmt.Errorf("perfexperiment %s/%s has no recorded series yet", exp.Namespace, exp.Name)
+	}
+	sort.SliceStable(rows, func(i, k int) bool { return rows[i].t < rows[k].t })
+	if err := w.Write(traceHeader); err != nil {
+		return 0, nil, err
+	}
+	for _, r := range rows {
+		if err := w.Write(r.rec); err != nil {
+			return 0, nil, err
+		}
+	}
+	return len(rows), toggleAt, nil
+}
+
+func lastWindow(ws []perfv1.WindowStatus, stage int32, v perfv1.Variant) *perfv1.WindowStatus {
+	for i := len(ws) - 1; i >= 0; i-- {
+		if ws[i].Stage == stage && ws[i].Variant == v {
+			return &ws[i]
+		}
+	}
+	return nil
+}
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
