@@ -220,21 +220,26 @@ type WindowStatus struct {
 const MaxSeriesPoints = 240
 
 // WindowSeries are evenly spaced samples of the target, summed over its pods.
+// Each metric is a PackedSeries (see PackSeries): `kubectl describe` prints one
+// short line per metric instead of a number per line, and every reader (the
+// engine's analysis, `kubectl perf report`, `plot` and `export`) decodes it
+// with Values, so the analysis stays reproducible from the object alone.
 type WindowSeries struct {
 	// StepSeconds is the spacing of the points.
 	StepSeconds int32 `json:"stepSeconds"`
-	// CPUMillicores is CPU use in millicores.
+	// Points is how many points each of cpu and memory holds.
 	// +optional
-	// +listType=atomic
-	CPUMillicores []int64 `json:"cpuMillicores,omitempty"`
-	// MemoryBytes is the working set in bytes.
+	Points int32 `json:"points,omitempty"`
+	// CPU is CPU use in millicores, packed.
 	// +optional
-	// +listType=atomic
-	MemoryBytes []int64 `json:"memoryBytes,omitempty"`
-	// HeapBytes is the heap in use, when the target exports it.
+	CPU PackedSeries `json:"cpu,omitempty"`
+	// Memory is the working set in bytes, packed.
 	// +optional
-	// +listType=atomic
-	HeapBytes []int64 `json:"heapBytes,omitempty"`
+	Memory PackedSeries `json:"memory,omitempty"`
+	// Heap is the heap in use in bytes, packed, when the target exports it
+	// (then it has as many points as cpu).
+	// +optional
+	Heap PackedSeries `json:"heap,omitempty"`
 	// Missing counts the samples that could not be taken during the window.
 	// +optional
 	Missing int32 `json:"missing,omitempty"`

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/testenv"
 )
 
 // -o yaml and -o jsonpath print the same report as -o json, through kubectl's
@@ -155,5 +163,56 @@ func TestKrewManifest(t *testing.T) {
 	}
 	if len(want) != 0 {
 		t.Errorf("no platform for %v", want)
+	}
+}
+
+// `kubectl describe` of a finished three-stage experiment does not grow with
+// its windows' lengths: each series is one packed line per metric, not a
+// number per line, so 240-point windows print as many lines as 20-point ones.
+func TestDescribeDoesNotGrowWithTheSeries(t *testing.T) {
+	c := cluster(t)
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "describe"}}); err != nil {
+		t.Fatal(err)
+	}
+	describe := func(name string) string {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "bin", "kubectl"), "describe", "perfexperiment", name, "-n", "describe")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return string(out)
+	}
+	gateState(t, "describe", "short-windows", "Pass")
+	gateState(t, "describe", "long-windows", "Pass")
+	long := &perfv1.PerfExperiment{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "describe", Name: "long-windows"}, long); err != nil {
+		t.Fatal(err)
+	}
+	for i := range long.Status.Windows {
+		s := long.Status.Windows[i].Series
+		if s == nil {
+			continue
+		}
+		v, err := s.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(v.CPUMillicores) < perfv1.MaxSeriesPoints {
+			v.CPUMillicores = append(v.CPUMillicores, v.CPUMillicores...)[:min(2*len(v.CPUMillicores), perfv1.MaxSeriesPoints)]
+			v.MemoryBytes = append(v.MemoryBytes, v.MemoryBytes...)[:len(v.CPUMillicores)]
+			v.HeapBytes = append(v.HeapBytes, v.HeapBytes...)[:len(v.CPUMillicores)]
+		}
+		s.SetValues(v)
+	}
+	if err := c.Status().Update(context.Background(), long); err != nil {
+		t.Fatal(err)
+	}
+	short, longOut := describe("short-windows"), describe("long-windows")
+	ns, nl := strings.Count(short, "\n"), strings.Count(longOut, "\n")
+	t.Logf("kubectl describe of a three-stage experiment: %d lines with 20-point windows, %d with 240-point windows", ns, nl)
+	if ns != nl || !regexp.MustCompile(`Points:\s+240\n`).MatchString(longOut) {
+		t.Errorf("describe grows with the series: %d lines, then %d:\n%s", ns, nl, longOut)
 	}
 }

@@ -119,12 +119,15 @@ func exportSamples(w *csv.Writer, exp *perfv1.PerfExperiment) (int, error) {
 			if win == nil || win.Series == nil {
 				continue
 			}
-			ser := win.Series
+			ser, err := win.Series.Values()
+			if err != nil {
+				return n, fmt.Errorf("stage %s %s window: %w", exp.Spec.StageName(s), v, err)
+			}
 			for i := range ser.CPUMillicores {
 				if i >= len(ser.MemoryBytes) {
 					break
 				}
-				t := float64(i) * float64(ser.StepSeconds)
+				t := float64(i) * float64(win.Series.StepSeconds)
 				if err := w.Write([]string{exp.Spec.StageName(s), string(v), ftoa(t), "all",
 					ftoa(float64(ser.CPUMillicores[i]) / 1000), strconv.FormatInt(ser.MemoryBytes[i], 10)}); err != nil {
 					return n, err
@@ -167,12 +170,15 @@ func exportTrace(w *csv.Writer, exp *perfv1.PerfExperiment) (int, *float64, erro
 			toggleAt = &start
 		}
 		sawBaseline = sawBaseline || win.Variant == perfv1.VariantBaseline
-		ser := win.Series
-		if ser == nil {
+		if win.Series == nil {
 			continue
 		}
+		ser, err := win.Series.Values()
+		if err != nil {
+			return 0, nil, fmt.Errorf("window %d %s: %w", win.Stage, win.Variant, err)
+		}
 		for i := range ser.MemoryBytes {
-			t := start + float64(i+1)*float64(ser.StepSeconds)
+			t := start + float64(i+1)*float64(win.Series.StepSeconds)
 			heap := ""
 			if len(ser.HeapBytes) == len(ser.MemoryBytes) {
 				heap = strconv.FormatInt(ser.HeapBytes[i], 10)

@@ -43,7 +43,14 @@ func TestExportSamplesRoundTripThroughAnalyze(t *testing.T) {
 		if st.Stage != exp.Spec.StageName(i) {
 			t.Errorf("stage %d named %q, want %q", i, st.Stage, exp.Spec.StageName(i))
 		}
-		b, tr := lastWindow(exp.Status.Windows, int32(i), "baseline").Series, lastWindow(exp.Status.Windows, int32(i), "treatment").Series
+		b, err := lastWindow(exp.Status.Windows, int32(i), "baseline").Series.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := lastWindow(exp.Status.Windows, int32(i), "treatment").Series.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, c := range []struct {
 			metric    string
 			got, want float64
@@ -73,10 +80,15 @@ func TestExportTraceRoundTripThroughGuard(t *testing.T) {
 	leak.Status = finishedStatus(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC), false)
 	// Stage 1's treatment retains 600 MiB more at every 90 s point.
 	w := lastWindow(leak.Status.Windows, 0, "treatment").Series
-	for i := range w.HeapBytes {
-		w.HeapBytes[i] += int64(i) * 600 << 20
-		w.MemoryBytes[i] += int64(i) * 600 << 20
+	v, err := w.Values()
+	if err != nil {
+		t.Fatal(err)
 	}
+	for i := range v.HeapBytes {
+		v.HeapBytes[i] += int64(i) * 600 << 20
+		v.MemoryBytes[i] += int64(i) * 600 << 20
+	}
+	w.SetValues(v)
 	if err := c.Status().Update(context.Background(), leak); err != nil {
 		t.Fatal(err)
 	}

@@ -44,12 +44,18 @@ type plotPanel struct {
 
 func panelsFor(st perfv1.PerfExperimentStatus) []plotPanel {
 	const mib = 1 << 20
-	scaled := func(get func(*perfv1.WindowSeries) []int64, div float64) func(perfv1.WindowStatus) []float64 {
+	// A series that does not unpack is drawn as no line: the plot shows what
+	// can be read.
+	scaled := func(get func(perfv1.SeriesValues) []int64, div float64) func(perfv1.WindowStatus) []float64 {
 		return func(w perfv1.WindowStatus) []float64 {
 			if w.Series == nil {
 				return nil
 			}
-			raw := get(w.Series)
+			v, err := w.Series.Values()
+			if err != nil {
+				return nil
+			}
+			raw := get(v)
 			out := make([]float64, len(raw))
 			for i, v := range raw {
 				out[i] = float64(v) / div
@@ -58,13 +64,13 @@ func panelsFor(st perfv1.PerfExperimentStatus) []plotPanel {
 		}
 	}
 	panels := []plotPanel{
-		{title: "CPU (cores)", lines: scaled(func(s *perfv1.WindowSeries) []int64 { return s.CPUMillicores }, 1000)},
-		{title: "Memory, working set (MiB)", lines: scaled(func(s *perfv1.WindowSeries) []int64 { return s.MemoryBytes }, mib)},
+		{title: "CPU (cores)", lines: scaled(func(v perfv1.SeriesValues) []int64 { return v.CPUMillicores }, 1000)},
+		{title: "Memory, working set (MiB)", lines: scaled(func(v perfv1.SeriesValues) []int64 { return v.MemoryBytes }, mib)},
 	}
 	for _, w := range st.Windows {
-		if w.Series != nil && len(w.Series.HeapBytes) > 0 {
+		if w.Series != nil && w.Series.Heap != "" {
 			panels = append(panels, plotPanel{title: "Heap in use (MiB)",
-				lines: scaled(func(s *perfv1.WindowSeries) []int64 { return s.HeapBytes }, mib)})
+				lines: scaled(func(v perfv1.SeriesValues) []int64 { return v.HeapBytes }, mib)})
 			break
 		}
 	}
@@ -336,8 +342,7 @@ func windowEnd(w perfv1.WindowStatus, since func(time.Time) float64) float64 {
 		return since(w.End.Time)
 	}
 	if w.Series != nil && w.Series.StepSeconds > 0 {
-		n := max(len(w.Series.CPUMillicores), len(w.Series.MemoryBytes), len(w.Series.HeapBytes))
-		return start + float64(n)*float64(w.Series.StepSeconds)
+		return start + float64(w.Series.Points)*float64(w.Series.StepSeconds)
 	}
 	return start
 }

@@ -163,20 +163,22 @@ func finishedStatus(t0 time.Time, aborted bool) perfv1.PerfExperimentStatus {
 	type means struct{ cpu, mem, heap, p99 float64 }
 	window := func(stage int32, qps int32, v perfv1.Variant, from float64, n int, cpu, mem, heap, p99, leak float64) (perfv1.WindowStatus, means) {
 		s := &perfv1.WindowSeries{StepSeconds: step}
+		var vals perfv1.SeriesValues
 		var m means
 		for i := range n {
 			c := cpu * (1 + 0.03*rng.NormFloat64())
 			w := mem + 15*mib*rng.NormFloat64() + leak*float64(i)
 			// A JVM heap sawtooth: a GC about every 6 minutes.
 			h := heap*(0.75+0.5*math.Mod(float64(i)*step/360, 1)) + leak*float64(i)
-			s.CPUMillicores = append(s.CPUMillicores, int64(c*1000))
-			s.MemoryBytes = append(s.MemoryBytes, int64(w))
-			s.HeapBytes = append(s.HeapBytes, int64(h))
+			vals.CPUMillicores = append(vals.CPUMillicores, int64(c*1000))
+			vals.MemoryBytes = append(vals.MemoryBytes, int64(w))
+			vals.HeapBytes = append(vals.HeapBytes, int64(h))
 			m.cpu += float64(int64(c*1000)) / 1000 / float64(n)
 			m.mem += float64(int64(w)) / float64(n)
 			m.heap += float64(int64(h)) / float64(n)
 		}
 		m.p99 = p99
+		s.SetValues(vals)
 		dur := float64(n*step) / 60
 		name := fmt.Sprintf("profiling-s%d-%s", stage, v)
 		return perfv1.WindowStatus{Stage: stage, QPS: qps, Variant: v, Job: name, Start: at(from), End: at(from + dur),

@@ -54,11 +54,14 @@ func (x *decider) stageInput(stage int32) analysis.StageInput {
 			in.P50[i], in.P95[i], in.P99[i] = l.P50Ms, l.P95Ms, l.P99Ms
 		}
 		if s := w.Series; s != nil {
-			in.CPU[i] = scaled(s.CPUMillicores, 1.0/1000)
-			in.Memory[i] = scaled(s.MemoryBytes, 1)
-			if len(s.HeapBytes) == len(s.CPUMillicores) {
-				in.Heap[i] = scaled(s.HeapBytes, 1)
+			v, err := s.Values()
+			if err != nil {
+				in.Trustworthy = false // a series that does not unpack was edited
+				continue
 			}
+			in.CPU[i] = scaled(v.CPUMillicores, 1.0/1000)
+			in.Memory[i] = scaled(v.MemoryBytes, 1)
+			in.Heap[i] = scaled(v.HeapBytes, 1)
 		}
 	}
 	if len(in.Heap[0]) == 0 || len(in.Heap[1]) == 0 {

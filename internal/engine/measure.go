@@ -194,17 +194,27 @@ func (x *decider) addPoint(w *perfv1.WindowStatus, group []metrics.Sample) {
 		}
 		heap += nanToZero(smp.HeapBytes)
 	}
-	s.CPUMillicores = append(s.CPUMillicores, int64(math.Round(cpu*1000)))
-	s.MemoryBytes = append(s.MemoryBytes, int64(mem))
-	if heapKnown && (len(s.HeapBytes) == len(s.CPUMillicores)-1) {
-		s.HeapBytes = append(s.HeapBytes, int64(heap))
+	// The series are packed in the status; a series that does not unpack
+	// (edited by hand) starts again rather than stopping the run.
+	v, _ := s.Values()
+	heapAligned := len(v.HeapBytes) == len(v.CPUMillicores)
+	if s.Heap == "" {
+		heapAligned = len(v.CPUMillicores) == 0
 	}
-	if len(s.CPUMillicores) > perfv1.MaxSeriesPoints {
-		s.CPUMillicores = halve(s.CPUMillicores)
-		s.MemoryBytes = halve(s.MemoryBytes)
-		s.HeapBytes = halve(s.HeapBytes)
+	v.CPUMillicores = append(v.CPUMillicores, int64(math.Round(cpu*1000)))
+	v.MemoryBytes = append(v.MemoryBytes, int64(mem))
+	if heapKnown && heapAligned {
+		v.HeapBytes = append(v.HeapBytes, int64(heap))
+	} else {
+		v.HeapBytes = nil
+	}
+	if len(v.CPUMillicores) > perfv1.MaxSeriesPoints {
+		v.CPUMillicores = halve(v.CPUMillicores)
+		v.MemoryBytes = halve(v.MemoryBytes)
+		v.HeapBytes = halve(v.HeapBytes)
 		s.StepSeconds *= 2
 	}
+	s.SetValues(v)
 }
 
 // halve averages adjacent pairs (an odd last point stays on its own).

@@ -287,7 +287,7 @@ func (x *decider) measurementProblems(rec *perfv1.WindowStatus, w k6.Window) []s
 		covered := 0
 		if s := rec.Series; s != nil {
 			// Samples left out on purpose were taken: they are not missing.
-			covered = len(s.CPUMillicores)*int(s.StepSeconds)/int(math.Max(1, interval.Seconds())) + int(s.LeftOut)
+			covered = int(s.Points)*int(s.StepSeconds)/int(math.Max(1, interval.Seconds())) + int(s.LeftOut)
 		}
 		// One sample may fall outside the window at either edge.
 		if covered*5 < (expected-1)*4 {

@@ -294,7 +294,11 @@ func assertSpiralStopped(t *testing.T, ns string, a app, before string, exp *per
 		if w.Series == nil {
 			continue
 		}
-		for _, m := range w.Series.MemoryBytes {
+		v, err := w.Series.Values()
+		if err != nil {
+			t.Fatalf("window %d/%s: %v", w.Stage, w.Variant, err)
+		}
+		for _, m := range v.MemoryBytes {
 			peak = max(peak, m/replicas)
 		}
 	}
