@@ -125,6 +125,7 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	if err := r.patchStatus(ctx, before, exp); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
+	logTransitions(log.FromContext(ctx), &before.Status, &exp.Status)
 	recordWrite(key, &before.Status, &exp.Status, judged(&before.Status, &exp.Status, p))
 	p.flushed()
 	if exp.Status.Phase.IsTerminal() {
