@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -252,6 +253,83 @@ type K6Spec struct {
 	// Resources of each k6 container. Defaults to a 1 CPU, 512Mi limit.
 	// +optional
 	Resources *ResourcesSpec `json:"resources,omitempty"`
+
+	// Env adds environment variables to the k6 container: k6 options (K6_*),
+	// what an output of extraArgs reads (K6_PROMETHEUS_RW_SERVER_URL), or values
+	// a scriptRef script reads from __ENV; valueFrom may read a Secret. The
+	// variables the operator sets are refused: PERF_*, JOB_COMPLETION_INDEX,
+	// K6_NO_USAGE_REPORT, K6_AUTO_EXTENSION_RESOLUTION and GOMEMLIMIT.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('PERF_') && !(e.name in ['JOB_COMPLETION_INDEX', 'K6_NO_USAGE_REPORT', 'K6_AUTO_EXTENSION_RESOLUTION', 'GOMEMLIMIT']))",message="must not set a variable the operator sets: PERF_*, JOB_COMPLETION_INDEX, K6_NO_USAGE_REPORT, K6_AUTO_EXTENSION_RESOLUTION, GOMEMLIMIT"
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// ExtraArgs are added to `k6 run` before the script, such as
+	// ["--out", "experimental-prometheus-rw"] or ["--tag", "team=shop"]. Flags
+	// that would change the load or hide its results are refused: --vus,
+	// --duration, --iterations, --stage, --paused, --address, --no-summary,
+	// --summary-export, --quiet and --include-system-env-vars (and their short
+	// forms).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^(-u|-d|-i|-s|-p|-q|--vus|--duration|--iterations|--stage|--paused|--address|--no-summary|--summary-export|--quiet|--include-system-env-vars)(=.*)?$'))",message="must not set a flag the operator sets or that hides the results: --vus, --duration, --iterations, --stage, --paused, --address, --no-summary, --summary-export, --quiet, --include-system-env-vars"
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+
+	// NodeSelector restricts the k6 pods to nodes with these labels.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the k6 pods run on tainted nodes, such as a load-generator
+	// node pool.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity of the k6 pods (a Kubernetes Affinity: nodeAffinity,
+	// podAffinity, podAntiAffinity). The operator's preference for nodes without
+	// the target's pods is added to its pod anti-affinity. Its schema is left to
+	// the Job's own validation, which keeps the CRD small.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// PodLabels are added to the k6 pods (for example to opt them out of a
+	// service mesh). Keys under perfexp.dev/ and the Job controller's own
+	// (job-name, controller-uid, batch.kubernetes.io/*) are refused.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('perfexp.dev/') && !k.startsWith('batch.kubernetes.io/') && !(k in ['job-name', 'controller-uid']))",message="must not set a label the operator or the Job controller sets: perfexp.dev/*, batch.kubernetes.io/*, job-name, controller-uid"
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// PodAnnotations are added to the k6 pods, such as
+	// sidecar.istio.io/inject: "false" to keep a mesh sidecar out of the load.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// ImagePullSecrets name Secrets in the experiment's namespace to pull
+	// spec.load.k6.image with.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// ServiceAccountName runs the k6 pods as this ServiceAccount (for example one
+	// with cloud credentials for an output); its token is then mounted as the
+	// ServiceAccount says. Without it, the namespace's default ServiceAccount
+	// runs them with no token.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a ServiceAccount name (lower-case DNS subdomain)"
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // ResourcesSpec is a container's resource requests and limits.

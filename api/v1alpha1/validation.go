@@ -95,6 +95,72 @@ func validateLoad(s *PerfExperimentSpec, p *field.Path) field.ErrorList {
 	if s.Load.K6.Parallelism < 1 || s.Load.K6.Parallelism > 20 {
 		errs = append(errs, field.Invalid(lp.Child("k6", "parallelism"), s.Load.K6.Parallelism, "must be from 1 to 20"))
 	}
+	errs = append(errs, validateK6Pods(&s.Load.K6, lp.Child("k6"))...)
+	return errs
+}
+
+// reservedK6Env are the variables the operator sets in the k6 container.
+var reservedK6Env = map[string]bool{"JOB_COMPLETION_INDEX": true, "K6_NO_USAGE_REPORT": true, "K6_AUTO_EXTENSION_RESOLUTION": true, "GOMEMLIMIT": true}
+
+// reservedK6Arg matches the k6 flags the operator sets or that would hide the
+// results it reads; the CRD's CEL rule is the same expression.
+var reservedK6Arg = regexp.MustCompile(`^(-u|-d|-i|-s|-p|-q|--vus|--duration|--iterations|--stage|--paused|--address|--no-summary|--summary-export|--quiet|--include-system-env-vars)(=.*)?$`)
+
+// validateK6Pods checks the settings that reach the k6 pods: nothing may
+// override what the operator sets, and labels, names and variables must be
+// what the Job's own validation accepts.
+func validateK6Pods(k *K6Spec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, e := range k.Env {
+		fp := p.Child("env").Index(i).Child("name")
+		for _, msg := range validation.IsEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(fp, e.Name, msg))
+		}
+		if strings.HasPrefix(e.Name, "PERF_") || reservedK6Env[e.Name] {
+			errs = append(errs, field.Invalid(fp, e.Name, "must not set a variable the operator sets: PERF_*, JOB_COMPLETION_INDEX, K6_NO_USAGE_REPORT, K6_AUTO_EXTENSION_RESOLUTION, GOMEMLIMIT"))
+		}
+		if seen[e.Name] {
+			errs = append(errs, &field.Error{Type: field.ErrorTypeDuplicate, Field: fp.String(), BadValue: e.Name, Detail: "each variable may be set once"})
+		}
+		seen[e.Name] = true
+	}
+	for i, a := range k.ExtraArgs {
+		if reservedK6Arg.MatchString(a) {
+			errs = append(errs, field.Invalid(p.Child("extraArgs").Index(i), a, "must not set a flag the operator sets or that hides the results: --vus, --duration, --iterations, --stage, --paused, --address, --no-summary, --summary-export, --quiet, --include-system-env-vars"))
+		}
+	}
+	labels := func(name string, m map[string]string, values bool) {
+		for key, v := range m {
+			fp := p.Child(name).Key(key)
+			for _, msg := range validation.IsQualifiedName(key) {
+				errs = append(errs, field.Invalid(fp, key, msg))
+			}
+			if values {
+				for _, msg := range validation.IsValidLabelValue(v) {
+					errs = append(errs, field.Invalid(fp, v, msg))
+				}
+			}
+		}
+	}
+	labels("nodeSelector", k.NodeSelector, true)
+	labels("podLabels", k.PodLabels, true)
+	labels("podAnnotations", k.PodAnnotations, false)
+	for key := range k.PodLabels {
+		if strings.HasPrefix(key, "perfexp.dev/") || strings.HasPrefix(key, "batch.kubernetes.io/") || key == "job-name" || key == "controller-uid" {
+			errs = append(errs, field.Invalid(p.Child("podLabels").Key(key), key, "must not set a label the operator or the Job controller sets: perfexp.dev/*, batch.kubernetes.io/*, job-name, controller-uid"))
+		}
+	}
+	for i, ref := range k.ImagePullSecrets {
+		for _, msg := range validation.IsDNS1123Subdomain(ref.Name) {
+			errs = append(errs, field.Invalid(p.Child("imagePullSecrets").Index(i).Child("name"), ref.Name, msg))
+		}
+	}
+	if k.ServiceAccountName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(k.ServiceAccountName) {
+			errs = append(errs, field.Invalid(p.Child("serviceAccountName"), k.ServiceAccountName, msg))
+		}
+	}
 	return errs
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -163,6 +164,16 @@ func TestValidateAccepts(t *testing.T) {
 			s.Load.K6.Parallelism, s.Load.Requests[0].Weight = 20, 1000
 		}},
 		{"http toggle timeout bounds", func(s *PerfExperimentSpec) { s.Toggle.HTTP.Timeout = "100ms" }},
+		{"every k6 pod setting", func(s *PerfExperimentSpec) {
+			s.Load.K6.Env = []corev1.EnvVar{{Name: "K6_PROMETHEUS_RW_SERVER_URL", Value: "http://prometheus:9090/api/v1/write"}}
+			s.Load.K6.ExtraArgs = []string{"--out", "experimental-prometheus-rw", "--tag", "team=shop"}
+			s.Load.K6.NodeSelector = map[string]string{"pool": "load"}
+			s.Load.K6.Tolerations = []corev1.Toleration{{Key: "load", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			s.Load.K6.PodLabels = map[string]string{"sidecar.istio.io/inject": "false"}
+			s.Load.K6.PodAnnotations = map[string]string{"sidecar.istio.io/inject": "false"}
+			s.Load.K6.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+			s.Load.K6.ServiceAccountName = "k6-runner"
+		}},
 		{"exec toggle", func(s *PerfExperimentSpec) {
 			s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"jcmd", "1", "JFR.start"}, Revert: []string{"jcmd", "1", "JFR.stop"}, Timeout: "5m"}}
 		}},
@@ -242,6 +253,43 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "k6 parallelism 21",
 			mutate: func(s *PerfExperimentSpec) { s.Load.K6.Parallelism = 21 },
 			want:   []string{"spec.load.k6.parallelism"}},
+		{name: "k6 env the operator sets",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Load.K6.Env = []corev1.EnvVar{{Name: "K6_OUT", Value: "x"}, {Name: "PERF_QPS", Value: "9"}}
+			},
+			want: []string{"spec.load.k6.env[1].name"}},
+		{name: "k6 env name invalid",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.Env = []corev1.EnvVar{{Name: "1X"}} },
+			want:   []string{"spec.load.k6.env[0].name"}},
+		{name: "k6 env twice",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.Env = []corev1.EnvVar{{Name: "A"}, {Name: "A"}} },
+			want:   []string{"spec.load.k6.env[1].name"}, typ: field.ErrorTypeDuplicate},
+		{name: "k6 extra arg the operator sets",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.ExtraArgs = []string{"--out", "json=/tmp/x", "--vus=50"} },
+			want:   []string{"spec.load.k6.extraArgs[2]"}},
+		{name: "k6 extra arg hiding the summary",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.ExtraArgs = []string{"--no-summary"} },
+			want:   []string{"spec.load.k6.extraArgs[0]"}},
+		{name: "k6 pod label the operator sets",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.PodLabels = map[string]string{"perfexp.dev/experiment": "x"} },
+			want:   []string{"spec.load.k6.podLabels[perfexp.dev/experiment]"}},
+		{name: "k6 pod label value invalid",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.PodLabels = map[string]string{"team": "shop floor"} },
+			want:   []string{"spec.load.k6.podLabels[team]"}},
+		{name: "k6 node selector key invalid",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.NodeSelector = map[string]string{"pool name": "load"} },
+			want:   []string{"spec.load.k6.nodeSelector[pool name]"}},
+		{name: "k6 annotation key invalid",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.PodAnnotations = map[string]string{"-bad": "x"} },
+			want:   []string{"spec.load.k6.podAnnotations[-bad]"}},
+		{name: "k6 image pull secret invalid",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Load.K6.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "Registry_Key"}}
+			},
+			want: []string{"spec.load.k6.imagePullSecrets[0].name"}},
+		{name: "k6 service account invalid",
+			mutate: func(s *PerfExperimentSpec) { s.Load.K6.ServiceAccountName = "K6 Runner" },
+			want:   []string{"spec.load.k6.serviceAccountName"}},
 
 		// warmup and stages
 		{name: "warmup duration 0s",

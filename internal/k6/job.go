@@ -105,20 +105,82 @@ func BuildJob(exp *perfv1.PerfExperiment, w Window, targetPodLabels map[string]s
 			CompletionMode:        ptr.To(batchv1.IndexedCompletion),
 			BackoffLimit:          ptr.To[int32](0),
 			ActiveDeadlineSeconds: ptr.To(int64(math.Ceil(deadline.Seconds()))),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: copyLabels(lbls)},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              podSecurityContext(),
-					Affinity:                     awayFrom(targetPodLabels),
-					Containers:                   []corev1.Container{container(exp, w, name, pods)},
-					Volumes:                      volumes(exp),
-				},
-			},
+			Template:              podTemplate(exp, w, name, pods, lbls, targetPodLabels),
 		},
 	}, nil
+}
+
+// podTemplate is the window's pod: the operator's settings, with the user's
+// spec.load.k6 pod settings added where they cannot change what is measured
+// (the operator's labels, environment and flags win; validation refuses
+// overriding them).
+func podTemplate(exp *perfv1.PerfExperiment, w Window, name string, pods int32, lbls, targetPodLabels map[string]string) corev1.PodTemplateSpec {
+	k6 := &exp.Spec.Load.K6
+	podLabels := copyLabels(k6.PodLabels)
+	for k, v := range lbls {
+		podLabels[k] = v
+	}
+	var annotations map[string]string
+	if len(k6.PodAnnotations) > 0 {
+		annotations = copyLabels(k6.PodAnnotations)
+	}
+	var nodeSelector map[string]string
+	if len(k6.NodeSelector) > 0 {
+		nodeSelector = copyLabels(k6.NodeSelector)
+	}
+	// The pods need no API access; a ServiceAccount the user names (for an
+	// output's cloud credentials) decides for itself whether its token is
+	// mounted.
+	automount := ptr.To(false)
+	if k6.ServiceAccountName != "" {
+		automount = nil
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			ServiceAccountName:           k6.ServiceAccountName,
+			AutomountServiceAccountToken: automount,
+			EnableServiceLinks:           ptr.To(false),
+			SecurityContext:              podSecurityContext(),
+			NodeSelector:                 nodeSelector,
+			Tolerations:                  deepCopyTolerations(k6.Tolerations),
+			ImagePullSecrets:             append([]corev1.LocalObjectReference(nil), k6.ImagePullSecrets...),
+			Affinity:                     affinity(k6.Affinity, targetPodLabels),
+			Containers:                   []corev1.Container{container(exp, w, name, pods)},
+			Volumes:                      volumes(exp),
+		},
+	}
+}
+
+// affinity is the user's affinity with the operator's preference for nodes
+// without the target's pods added to its pod anti-affinity.
+func affinity(user *corev1.Affinity, targetPodLabels map[string]string) *corev1.Affinity {
+	away := awayFrom(targetPodLabels)
+	if user == nil {
+		return away
+	}
+	out := user.DeepCopy()
+	if away == nil {
+		return out
+	}
+	if out.PodAntiAffinity == nil {
+		out.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	out.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(out.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+		away.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution...)
+	return out
+}
+
+func deepCopyTolerations(in []corev1.Toleration) []corev1.Toleration {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.Toleration, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
 }
 
 // container is the k6 container of a window's pods.
@@ -130,8 +192,8 @@ func container(exp *perfv1.PerfExperiment, w Window, name string, pods int32) co
 		Name:                     ContainerName,
 		Image:                    k6.Image,
 		ImagePullPolicy:          corev1.PullIfNotPresent,
-		Command:                  Command(scriptsDir + "/" + ScriptKey),
-		Env:                      env(w, name, pods, preVUs, maxVUs, res.Limits.Memory()),
+		Command:                  Command(scriptsDir+"/"+ScriptKey, k6.ExtraArgs...),
+		Env:                      append(env(w, name, pods, preVUs, maxVUs, res.Limits.Memory()), deepCopyEnv(k6.Env)...),
 		Resources:                res,
 		VolumeMounts:             volumeMounts(exp),
 		SecurityContext:          containerSecurityContext(),
@@ -143,9 +205,20 @@ func container(exp *perfv1.PerfExperiment, w Window, name string, pods int32) co
 // Command is the k6 command line that runs a script: quietly (no progress bar in
 // the log), without the REST API server (nothing listens in the pod), without the
 // anonymous usage report (nothing is sent anywhere), with the environment visible
-// to the script.
-func Command(script string) []string {
-	return []string{"k6", "run", "--quiet", "--address=", "--no-usage-report", "--include-system-env-vars", script}
+// to the script, and the user's extra flags (spec.load.k6.extraArgs, such as
+// --out) before the script.
+func Command(script string, extra ...string) []string {
+	cmd := []string{"k6", "run", "--quiet", "--address=", "--no-usage-report", "--include-system-env-vars"}
+	cmd = append(cmd, extra...)
+	return append(cmd, script)
+}
+
+func deepCopyEnv(in []corev1.EnvVar) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
 }
 
 func env(w Window, name string, pods, preVUs, maxVUs int32, memoryLimit *resource.Quantity) []corev1.EnvVar {

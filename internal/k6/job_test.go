@@ -239,6 +239,89 @@ func TestBuildJob(t *testing.T) {
 			exp:  func(e *perfv1.PerfExperiment) { e.Spec.Load.K6.Image = "registry.local/k6:1.8.1" },
 			want: func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Image = "registry.local/k6:1.8.1" },
 		},
+		{
+			name: "env follows the operator's variables",
+			exp: func(e *perfv1.PerfExperiment) {
+				e.Spec.Load.K6.Env = []corev1.EnvVar{{Name: "K6_PROMETHEUS_RW_SERVER_URL", Value: "http://prometheus:9090/api/v1/write"},
+					{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "k6"}, Key: "token"}}}}
+			},
+			want: func(j *batchv1.Job) {
+				c := &j.Spec.Template.Spec.Containers[0]
+				c.Env = append(c.Env, corev1.EnvVar{Name: "K6_PROMETHEUS_RW_SERVER_URL", Value: "http://prometheus:9090/api/v1/write"},
+					corev1.EnvVar{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "k6"}, Key: "token"}}})
+			},
+		},
+		{
+			name: "extraArgs go before the script",
+			exp: func(e *perfv1.PerfExperiment) {
+				e.Spec.Load.K6.ExtraArgs = []string{"--out", "experimental-prometheus-rw"}
+			},
+			want: func(j *batchv1.Job) {
+				j.Spec.Template.Spec.Containers[0].Command = []string{"k6", "run", "--quiet", "--address=", "--no-usage-report",
+					"--include-system-env-vars", "--out", "experimental-prometheus-rw", "/scripts/run.js"}
+			},
+		},
+		{
+			name: "nodeSelector",
+			exp:  func(e *perfv1.PerfExperiment) { e.Spec.Load.K6.NodeSelector = map[string]string{"pool": "load"} },
+			want: func(j *batchv1.Job) { j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "load"} },
+		},
+		{
+			name: "tolerations",
+			exp: func(e *perfv1.PerfExperiment) {
+				e.Spec.Load.K6.Tolerations = []corev1.Toleration{{Key: "load", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			},
+			want: func(j *batchv1.Job) {
+				j.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "load", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			},
+		},
+		{
+			name: "affinity keeps the operator's anti-affinity beside the user's",
+			exp: func(e *perfv1.PerfExperiment) {
+				e.Spec.Load.K6.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"load"}}},
+					}}},
+				}}
+			},
+			want: func(j *batchv1.Job) {
+				j.Spec.Template.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"load"}}},
+					}}},
+				}
+			},
+		},
+		{
+			name: "podLabels and podAnnotations, the operator's labels win",
+			exp: func(e *perfv1.PerfExperiment) {
+				e.Spec.Load.K6.PodLabels = map[string]string{"team": "shop", LabelVariant: "mine"}
+				e.Spec.Load.K6.PodAnnotations = map[string]string{"sidecar.istio.io/inject": "false"}
+			},
+			want: func(j *batchv1.Job) {
+				j.Spec.Template.Labels["team"] = "shop"
+				j.Spec.Template.Annotations = map[string]string{"sidecar.istio.io/inject": "false"}
+			},
+		},
+		{
+			name: "imagePullSecrets",
+			exp: func(e *perfv1.PerfExperiment) {
+				e.Spec.Load.K6.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+			},
+			want: func(j *batchv1.Job) {
+				j.Spec.Template.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+			},
+		},
+		{
+			name: "serviceAccountName leaves the token to the ServiceAccount",
+			exp:  func(e *perfv1.PerfExperiment) { e.Spec.Load.K6.ServiceAccountName = "k6-runner" },
+			want: func(j *batchv1.Job) {
+				j.Spec.Template.Spec.ServiceAccountName = "k6-runner"
+				j.Spec.Template.Spec.AutomountServiceAccountToken = nil
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

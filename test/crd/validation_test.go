@@ -107,6 +107,15 @@ var invalidCases = []struct {
 	{"scriptRef without name", []edit{{"load.requests", del}, {"load.scriptRef", map[string]any{"key": "a.js"}}}, "spec.load.scriptRef.name", "Required value"},
 	{"k6 parallelism 0", []edit{{"load.k6.parallelism", 0}}, "spec.load.k6.parallelism", "greater than or equal to 1"},
 	{"k6 parallelism too high", []edit{{"load.k6.parallelism", 100}}, "spec.load.k6.parallelism", "less than or equal to 20"},
+	{"k6 env the operator sets", []edit{{"load.k6.env", []any{map[string]any{"name": "PERF_QPS", "value": "1"}}}}, "spec.load.k6.env", "must not set a variable the operator sets"},
+	{"k6 env twice", []edit{{"load.k6.env", []any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"}}}}, "spec.load.k6.env[1]", "Duplicate value"},
+	{"k6 extra arg the operator sets", []edit{{"load.k6.extraArgs", []any{"--out", "json=/tmp/o.json", "--duration=1h"}}}, "spec.load.k6.extraArgs", "must not set a flag the operator sets"},
+	{"k6 pod label the operator sets", []edit{{"load.k6.podLabels", map[string]any{"perfexp.dev/experiment": "other"}}}, "spec.load.k6.podLabels", "must not set a label the operator"},
+	{"k6 node selector a list", []edit{{"load.k6.nodeSelector", []any{"pool=load"}}}, "spec.load.k6.nodeSelector", "must be of type object"},
+	{"k6 toleration misspelled", []edit{{"load.k6.tolerations", []any{map[string]any{"key": "load", "efect": "NoSchedule"}}}}, "spec.load.k6.tolerations[0].efect", "unknown field"},
+	{"k6 image pull secret without name", []edit{{"load.k6.imagePullSecrets", []any{map[string]any{"nam": "registry"}}}}, "spec.load.k6.imagePullSecrets[0].nam", "unknown field"},
+	{"k6 service account not a name", []edit{{"load.k6.serviceAccountName", "K6 Runner"}}, "spec.load.k6.serviceAccountName", "must be a ServiceAccount name"},
+	{"k6 affinity not an object", []edit{{"load.k6.affinity", "anywhere"}}, "spec.load.k6.affinity", "must be of type object"},
 	{"load timeout not a duration", []edit{{"load.timeout", "10 seconds"}}, "spec.load.timeout", "must be a duration such as 30s"},
 	{"no stages", []edit{{"stages", del}}, "spec.stages", "Required value"},
 	{"empty stages", []edit{{"stages", []any{}}}, "spec.stages", "at least 1 item"},
@@ -278,5 +287,38 @@ func TestLocalExampleTargetsAreAccepted(t *testing.T) {
 	}
 	if seen < 3 {
 		t.Fatalf("found %d target objects in examples/local; want the Namespace, Deployment and Service", seen)
+	}
+}
+
+// Every k6 pod setting together is accepted, and the apiserver keeps each one
+// (the schemaless affinity included: nothing is pruned).
+func TestK6PodSettingsAreAccepted(t *testing.T) {
+	u := base(t)
+	u.SetName("k6-settings")
+	k6 := map[string]any{
+		"env":                []any{map[string]any{"name": "K6_PROMETHEUS_RW_SERVER_URL", "value": "http://prometheus:9090/api/v1/write"}, map[string]any{"name": "TOKEN", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "k6", "key": "token"}}}},
+		"extraArgs":          []any{"--out", "experimental-prometheus-rw", "--tag", "team=shop"},
+		"nodeSelector":       map[string]any{"pool": "load"},
+		"tolerations":        []any{map[string]any{"key": "load", "operator": "Exists", "effect": "NoSchedule"}},
+		"affinity":           map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"load"}}}}}}}},
+		"podLabels":          map[string]any{"sidecar.istio.io/inject": "false"},
+		"podAnnotations":     map[string]any{"sidecar.istio.io/inject": "false"},
+		"imagePullSecrets":   []any{map[string]any{"name": "registry"}},
+		"serviceAccountName": "k6-runner",
+	}
+	for k, v := range k6 {
+		apply(t, u.Object, edit{"load.k6." + k, v})
+	}
+	if err := k8s.Create(context.Background(), u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := unstructured.NestedMap(u.Object, "spec", "load", "k6")
+	for k := range k6 {
+		if _, ok := got[k]; !ok {
+			t.Errorf("spec.load.k6.%s was dropped", k)
+		}
+	}
+	if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "load", "k6", "affinity", "nodeAffinity"); !ok {
+		t.Errorf("affinity was pruned: %v", got["affinity"])
 	}
 }
