@@ -24,6 +24,9 @@ cp config/rbac/aggregate_view_role.yaml "${CHART}/files/aggregate-view-role.yaml
 cp config/rbac/aggregate_edit_role.yaml "${CHART}/files/aggregate-edit-role.yaml"
 # The chart README's values table, from the "# --" comments of values.yaml.
 go run ./hack/chartdoc "${CHART}"
+# The API reference, from the CRD (so from the Go types' comments) and the
+# condition constants.
+go run ./hack/apidoc config/crd/bases/perfexp.dev_perfexperiments.yaml api/v1alpha1/conditions.go docs/api.md
 
 # config/samples holds copies of examples/, so `kubectl apply -k config/samples`
 # works without --load-restrictor (kustomize refuses files outside its directory).
