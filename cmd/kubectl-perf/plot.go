@@ -1,36 +1,50 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/xml"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
-// The plot's geometry, in SVG user units.
-const (
-	plotWidth   = 960.0
-	plotLeft    = 80.0 // room for the y tick labels and the axis label
-	plotRight   = 24.0
-	plotTop     = 84.0 // title, abort line and legend
-	panelHeight = 160.0
-	panelGap    = 44.0 // x tick labels and the next panel's title
-	plotBottom  = 44.0
+// The plot is drawn with gonum.org/v1/plot: stacked panels sharing the time
+// axis, then the per-stage overheads with their 95 % intervals.
+var (
+	colorBaseline  = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colorTreatment = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	colorOther     = color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}
+	colorToggle    = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	colorRevert    = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+	colorAbort     = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	colorLimit     = color.RGBA{R: 0x8c, G: 0x00, B: 0x00, A: 0xff}
+	// Shades are translucent (non-premultiplied), under the lines.
+	shadeBaseline  = color.NRGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0x1c}
+	shadeTreatment = color.NRGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0x1c}
+	shadeSettle    = color.NRGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x30}
+	shadeWarmup    = color.NRGBA{R: 0xc8, G: 0xa0, B: 0x40, A: 0x30}
+	// The overhead panel's metrics, apart from the variants' colours.
+	colorCPU    = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+	colorMemory = color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}
+	colorP99    = color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
+)
 
-	colorBaseline  = "#1f77b4"
-	colorTreatment = "#ff7f0e"
-	colorOther     = "#999999"
-	colorToggle    = "#2ca02c"
-	colorRevert    = "#7f7f7f"
-	colorAbort     = "#d62728"
-	colorSettle    = "#eeeeee"
-	colorWarmup    = "#f6f1e4"
+const (
+	plotWidth    = 26 * vg.Centimeter
+	panelHeight  = 6 * vg.Centimeter
+	headerHeight = 3 * vg.Centimeter // the title and the legend
+	mib          = 1 << 20
 )
 
 // plotPanel is one stacked panel: a metric over time.
@@ -40,10 +54,12 @@ type plotPanel struct {
 	lines func(w perfv1.WindowStatus) []float64
 	// point gives a window's single value (drawn at its midpoint) instead.
 	point func(w perfv1.WindowStatus) (float64, bool)
+	// limit, when > 0, is drawn as a horizontal line labelled limitLabel.
+	limit      float64
+	limitLabel string
 }
 
 func panelsFor(st perfv1.PerfExperimentStatus) []plotPanel {
-	const mib = 1 << 20
 	// A series that does not unpack is drawn as no line: the plot shows what
 	// can be read.
 	scaled := func(get func(perfv1.SeriesValues) []int64, div float64) func(perfv1.WindowStatus) []float64 {
@@ -57,15 +73,20 @@ func panelsFor(st perfv1.PerfExperimentStatus) []plotPanel {
 			}
 			raw := get(v)
 			out := make([]float64, len(raw))
-			for i, v := range raw {
-				out[i] = float64(v) / div
+			for i, x := range raw {
+				out[i] = float64(x) / div
 			}
 			return out
 		}
 	}
+	memory := plotPanel{title: "Memory, working set (MiB)", lines: scaled(func(v perfv1.SeriesValues) []int64 { return v.MemoryBytes }, mib)}
+	if m := st.Measurement; m != nil && m.MemoryLimitBytes > 0 {
+		memory.limit = float64(m.MemoryLimitBytes) * float64(max(m.Replicas, 1)) / mib
+		memory.limitLabel = fmt.Sprintf("memory limit (%d pods)", max(m.Replicas, 1))
+	}
 	panels := []plotPanel{
 		{title: "CPU (cores)", lines: scaled(func(v perfv1.SeriesValues) []int64 { return v.CPUMillicores }, 1000)},
-		{title: "Memory, working set (MiB)", lines: scaled(func(v perfv1.SeriesValues) []int64 { return v.MemoryBytes }, mib)},
+		memory,
 	}
 	for _, w := range st.Windows {
 		if w.Series != nil && w.Series.Heap != "" {
@@ -83,234 +104,355 @@ func panelsFor(st perfv1.PerfExperimentStatus) []plotPanel {
 	return panels
 }
 
-// svg writes SVG elements; the first write error is kept and reported at the end.
-type svg struct {
-	w   *bufio.Writer
-	err error
-}
-
-func (s *svg) printf(format string, a ...any) {
-	if s.err == nil {
-		_, s.err = fmt.Fprintf(s.w, format, a...)
-	}
-}
-
-// text is escaped character data or attribute text.
-func esc(t string) string {
-	var b bytes.Buffer
-	_ = xml.EscapeText(&b, []byte(t))
-	return b.String()
-}
-
-func (s *svg) text(x, y float64, attrs, t string) {
-	s.printf(`<text x="%.1f" y="%.1f" %s>%s</text>`+"\n", x, y, attrs, esc(t))
-}
-
-func (s *svg) vline(x, y0, y1 float64, color, dash, class string) {
-	s.printf(`<line class="%s" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"%s/>`+"\n",
-		class, x, y0, x, y1, color, dashAttr(dash))
-}
-
-func dashAttr(dash string) string {
-	if dash == "" {
-		return ""
-	}
-	return fmt.Sprintf(` stroke-dasharray="%s"`, dash)
-}
-
-// marker is a vertical line across all panels at a moment of the run.
+// marker is a vertical line across the time panels at a moment of the run.
 type marker struct {
-	at    float64 // seconds since the start
+	at    float64 // minutes since the start
 	label string
-	color string
-	dash  string
-	class string
+	color color.Color
+	dash  []vg.Length
 }
 
-// writePlot draws the experiment's windows as an SVG: stacked panels sharing the
-// x axis (minutes since the run's start), baseline and treatment windows in two
-// colours, settle and warm-up periods shaded, and vertical lines where the toggle
-// was applied and reverted and where the run was aborted.
-func writePlot(out io.Writer, exp *perfv1.PerfExperiment) error {
+// writePlot draws the run as SVG or PNG (format "svg" or "png"): the time
+// panels (CPU, memory with its limit, heap when exported, p99 per window) with
+// the baseline and treatment windows in two colours, every window shaded and
+// labelled with its stage and QPS, the toggle, revert and abort moments
+// marked; then the overhead of each stage with its 95 % interval. The status
+// keeps the target's totals, so each line is the sum over its pods.
+func writePlot(out io.Writer, exp *perfv1.PerfExperiment, format string) error {
 	st := exp.Status
 	t0, ok := plotStart(st)
 	if !ok {
 		return fmt.Errorf("experiment %s/%s has no timed windows to plot", exp.Namespace, exp.Name)
 	}
-	since := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
+	minutes := func(t time.Time) float64 { return t.Sub(t0).Minutes() }
+	markers := runMarkers(st, minutes)
+	var plots [][]*plot.Plot
+	for _, panel := range panelsFor(st) {
+		p, err := timePanel(st, panel, minutes, markers)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, []*plot.Plot{p})
+	}
+	if len(st.Summary) > 0 {
+		p, err := overheadPanel(st.Summary)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, []*plot.Plot{p})
+	}
+	height := panelHeight*vg.Length(len(plots)) + headerHeight
+	var canvas interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch format {
+	case "svg":
+		canvas = vgsvg.New(plotWidth, height)
+	case "png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(plotWidth, height), vgimg.UseDPI(110))}
+	default:
+		return fmt.Errorf("plot format %q: want svg or png", format)
+	}
+	dc := draw.New(canvas)
+	verdict := string(st.Verdict)
+	if verdict == "" {
+		verdict = "-"
+	}
+	header(draw.Crop(dc, vg.Millimeter*4, 0, height-headerHeight, 0),
+		fmt.Sprintf("perfexperiment %s/%s: phase %s, verdict %s", exp.Namespace, exp.Name, st.Phase, verdict), markers)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4, PadY: vg.Millimeter * 4}
+	for i, c := range plot.Align(plots, tiles, draw.Crop(dc, 0, 0, 0, -headerHeight)) {
+		plots[i][0].Draw(c[0])
+	}
+	_, err := canvas.WriteTo(out)
+	return err
+}
 
-	// The x domain: from the start to the last thing that happened.
-	xMax := 60.0
+// plotFormat is the format a plot file's extension asks for.
+func plotFormat(path string) (string, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".svg", ".png":
+		return ext[1:], nil
+	default:
+		return "", fmt.Errorf("--plot %s: the file must end in .svg or .png", path)
+	}
+}
+
+// timePanel is one metric over the run.
+func timePanel(st perfv1.PerfExperimentStatus, panel plotPanel, minutes func(time.Time) float64, markers []marker) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = panel.title
+	p.X.Label.Text = "time since the experiment's start (minutes)"
+	p.Add(plotter.NewGrid())
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var items []plot.Plotter
 	for _, w := range st.Windows {
 		if w.Start == nil {
 			continue
 		}
-		xMax = math.Max(xMax, windowEnd(w, since))
-	}
-	if st.Abort != nil {
-		xMax = math.Max(xMax, since(st.Abort.At.Time))
-	}
-	if st.CompletionTime != nil {
-		xMax = math.Max(xMax, since(st.CompletionTime.Time))
-	}
-	xStep := niceMinutes(xMax / 60)
-	xMaxMin := math.Ceil(xMax/60/xStep) * xStep
-	innerW := plotWidth - plotLeft - plotRight
-	xOf := func(sec float64) float64 { return plotLeft + sec/60/xMaxMin*innerW }
-
-	// Toggle moments: each settle window that follows a baseline starts when the
-	// toggle is applied; each treatment window's end is when it is reverted.
-	var markers []marker
-	for i, w := range st.Windows {
-		if w.Start == nil {
-			continue
-		}
-		if w.Variant == perfv1.VariantSettle && i > 0 && st.Windows[i-1].Variant == perfv1.VariantBaseline {
-			markers = append(markers, marker{since(w.Start.Time), "toggle on", colorToggle, "6 3", "toggle"})
-		}
-		// An aborted treatment is reverted at the abort, marked below.
-		if w.Variant == perfv1.VariantTreatment && w.End != nil &&
-			(st.Abort == nil || math.Abs(w.End.Sub(st.Abort.At.Time).Seconds()) > 30) {
-			markers = append(markers, marker{since(w.End.Time), "revert", colorRevert, "2 3", "revert"})
-		}
-	}
-	if st.Abort != nil {
-		markers = append(markers, marker{since(st.Abort.At.Time), "abort", colorAbort, "", "abort"})
-	}
-
-	panels := panelsFor(st)
-	height := plotTop + float64(len(panels))*panelHeight + float64(len(panels)-1)*panelGap + plotBottom
-	bw := bufio.NewWriter(out)
-	s := &svg{w: bw}
-	s.printf(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
-	s.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif" font-size="11">`+"\n",
-		plotWidth, height, plotWidth, height)
-	s.printf(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
-	title := fmt.Sprintf("perfexperiment %s/%s — phase %s, verdict %s", exp.Namespace, exp.Name, st.Phase, orDash(string(st.Verdict)))
-	s.text(plotLeft, 20, `font-size="14" font-weight="bold"`, title)
-	if st.Abort != nil {
-		s.text(plotLeft, 36, `fill="`+colorAbort+`"`, fmt.Sprintf("aborted: %s: %s", st.Abort.Reason, st.Abort.Message))
-	}
-	writeLegend(s, plotLeft, 52, st.Abort != nil)
-
-	for pi, p := range panels {
-		top := plotTop + float64(pi)*(panelHeight+panelGap)
-		bottom := top + panelHeight
-		lo, hi, yStep := yRange(st, p)
-		yOf := func(v float64) float64 { return bottom - (v-lo)/(hi-lo)*panelHeight }
-
-		s.printf(`<g class="panel">` + "\n")
-		s.text(plotLeft, top-6, `font-size="12" font-weight="bold" class="panel-title"`, p.title)
-		// Shaded periods excluded from the results.
-		for _, w := range st.Windows {
-			if w.Start == nil || (w.Variant != perfv1.VariantSettle && w.Variant != perfv1.VariantWarmup) {
-				continue
-			}
-			fill := colorSettle
-			if w.Variant == perfv1.VariantWarmup {
-				fill = colorWarmup
-			}
-			x0, x1 := xOf(since(w.Start.Time)), xOf(windowEnd(w, since))
-			s.printf(`<rect class="%s" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n",
-				w.Variant, x0, top, math.Max(x1-x0, 0), panelHeight, fill)
-		}
-		// Grid and y ticks.
-		for v := lo; v <= hi+yStep/1e6; v += yStep {
-			y := yOf(v)
-			s.printf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#dddddd" stroke-width="0.5"/>`+"\n", plotLeft, y, plotLeft+innerW, y)
-			s.text(plotLeft-6, y+4, `text-anchor="end"`, tick(v, yStep))
-		}
-		// x ticks.
-		for m := 0.0; m <= xMaxMin+xStep/1e6; m += xStep {
-			x := xOf(m * 60)
-			s.printf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", x, bottom, x, bottom+4)
-			s.text(x, bottom+16, `text-anchor="middle"`, tick(m, xStep))
-		}
-		s.printf(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="black"/>`+"\n", plotLeft, top, innerW, panelHeight)
-		// Data.
-		for _, w := range st.Windows {
-			if w.Start == nil {
-				continue
-			}
-			color := variantColor(w.Variant)
-			start := since(w.Start.Time)
-			if p.point != nil {
-				v, ok := p.point(w)
-				if !ok {
-					continue
+		start := minutes(w.Start.Time)
+		switch {
+		case panel.point != nil:
+			if v, ok := panel.point(w); ok {
+				mid := (start + windowEnd(w, minutes)) / 2
+				s, err := plotter.NewScatter(plotter.XYs{{X: mid, Y: v}})
+				if err != nil {
+					return nil, err
 				}
-				mid := (start + windowEnd(w, since)) / 2
-				s.printf(`<circle class="%s" cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n",
-					w.Variant, xOf(mid), yOf(v), color, esc(fmt.Sprintf("stage %d %s: p99 %.1f ms", w.Stage, w.Variant, v)))
-				continue
+				s.GlyphStyle.Color, s.GlyphStyle.Radius, s.GlyphStyle.Shape = variantColor(w.Variant), vg.Points(3), draw.CircleGlyph{}
+				items = append(items, s)
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
-			vals := p.lines(w)
+		default:
+			vals := panel.lines(w)
 			if len(vals) == 0 {
 				continue
 			}
-			step := float64(w.Series.StepSeconds)
-			var pts strings.Builder
+			step := float64(w.Series.StepSeconds) / 60
+			xys := make(plotter.XYs, len(vals))
 			for i, v := range vals {
-				fmt.Fprintf(&pts, "%.1f,%.1f ", xOf(start+float64(i)*step), yOf(v))
+				xys[i] = plotter.XY{X: start + float64(i+1)*step, Y: v}
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
-			s.printf(`<polyline class="%s" points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n",
-				w.Variant, strings.TrimSpace(pts.String()), color)
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			l.LineStyle.Color, l.LineStyle.Width = variantColor(w.Variant), vg.Points(1.2)
+			items = append(items, l)
 		}
-		// Moments.
-		for _, m := range markers {
-			x := xOf(m.at)
-			s.vline(x, top, bottom, m.color, m.dash, m.class)
-			if pi == 0 || m.class == "abort" {
-				anchor := "start"
-				if x > plotLeft+innerW-40 {
-					anchor, x = "end", x-4
-				}
-				y := top + 11
-				if m.class == "abort" {
-					y = top + 24 // below the toggle labels it may be close to
-				}
-				s.text(x+2, y, fmt.Sprintf(`fill="%s" text-anchor="%s" class="%s-label"`, m.color, anchor, m.class), m.label)
+	}
+	if panel.limit > 0 {
+		hi = math.Max(hi, panel.limit)
+		lo = math.Min(lo, panel.limit)
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 0, 1
+	}
+	pad := (hi - lo) * 0.08
+	if pad == 0 {
+		pad = math.Max(math.Abs(hi)*0.1, 1)
+	}
+	p.Y.Min, p.Y.Max = math.Max(0, lo-pad), hi+2.5*pad
+	if err := shadeWindows(p, st, minutes); err != nil {
+		return nil, err
+	}
+	p.Add(items...)
+	if panel.limit > 0 {
+		end := 0.0
+		for _, w := range st.Windows {
+			if w.Start != nil {
+				end = math.Max(end, windowEnd(w, minutes))
 			}
 		}
-		s.printf("</g>\n")
+		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: panel.limit}, {X: end, Y: panel.limit}})
+		if err != nil {
+			return nil, err
+		}
+		l.LineStyle.Color, l.LineStyle.Dashes = colorLimit, []vg.Length{vg.Points(6), vg.Points(3)}
+		lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: 0, Y: panel.limit}}, Labels: []string{panel.limitLabel}})
+		if err != nil {
+			return nil, err
+		}
+		lbl.Offset = vg.Point{X: vg.Points(4), Y: vg.Points(2)}
+		p.Add(l, lbl)
 	}
-	lastBottom := height - plotBottom
-	s.text(plotLeft+innerW/2, lastBottom+34, `text-anchor="middle" font-size="12"`, "time since the experiment's start (minutes)")
-	s.printf("</svg>\n")
-	if s.err != nil {
-		return s.err
+	for _, m := range markers {
+		l, err := plotter.NewLine(plotter.XYs{{X: m.at, Y: p.Y.Min}, {X: m.at, Y: p.Y.Max}})
+		if err != nil {
+			return nil, err
+		}
+		l.LineStyle.Color, l.LineStyle.Dashes, l.LineStyle.Width = m.color, m.dash, vg.Points(1.2)
+		p.Add(l)
 	}
-	return bw.Flush()
+	return p, nil
 }
 
-func writeLegend(s *svg, x, y float64, abort bool) {
-	item := func(draw func(x float64), label string) {
-		draw(x)
-		s.text(x+26, y+4, "", label)
-		x += 26 + 6*float64(len(label)) + 18
-	}
-	line := func(color, dash string) func(float64) {
-		return func(x float64) {
-			s.printf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", x, y, x+20, y, color, dashAttr(dash))
+// shadeWindows shades each window by its kind and labels the measured ones
+// with their stage and QPS at the top of the panel.
+func shadeWindows(p *plot.Plot, st perfv1.PerfExperimentStatus, minutes func(time.Time) float64) error {
+	var at plotter.XYs
+	var names []string
+	for _, w := range st.Windows {
+		if w.Start == nil {
+			continue
+		}
+		x0, x1 := minutes(w.Start.Time), windowEnd(w, minutes)
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: p.Y.Min}, {X: x1, Y: p.Y.Min}, {X: x1, Y: p.Y.Max}, {X: x0, Y: p.Y.Max}})
+		if err != nil {
+			return err
+		}
+		poly.LineStyle.Width = 0
+		switch w.Variant {
+		case perfv1.VariantBaseline:
+			poly.Color = shadeBaseline
+		case perfv1.VariantTreatment:
+			poly.Color = shadeTreatment
+		case perfv1.VariantWarmup:
+			poly.Color = shadeWarmup
+		default:
+			poly.Color = shadeSettle
+		}
+		p.Add(poly)
+		if w.Variant == perfv1.VariantBaseline || w.Variant == perfv1.VariantTreatment || w.Variant == perfv1.VariantWarmup {
+			at = append(at, plotter.XY{X: x0, Y: p.Y.Max})
+			names = append(names, windowLabel(w))
 		}
 	}
-	box := func(color string) func(float64) {
-		return func(x float64) {
-			s.printf(`<rect x="%.1f" y="%.1f" width="20" height="10" fill="%s" stroke="#cccccc"/>`+"\n", x, y-5, color)
-		}
+	if len(at) == 0 {
+		return nil
 	}
-	item(line(colorBaseline, ""), "baseline (toggle off)")
-	item(line(colorTreatment, ""), "treatment (toggle on)")
-	item(box(colorSettle), "settle")
-	item(box(colorWarmup), "warm-up")
-	item(line(colorToggle, "6 3"), "toggle applied")
-	item(line(colorRevert, "2 3"), "reverted")
-	if abort {
-		item(line(colorAbort, ""), "abort")
+	lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: at, Labels: names})
+	if err != nil {
+		return err
 	}
+	for i := range lbl.TextStyle {
+		lbl.TextStyle[i].Font.Size = vg.Points(7)
+		lbl.TextStyle[i].YAlign = draw.YTop
+	}
+	lbl.Offset = vg.Point{X: vg.Points(2), Y: -vg.Points(2)}
+	p.Add(lbl)
+	return nil
 }
 
-func variantColor(v perfv1.Variant) string {
+// windowLabel names a window as the legend's reader needs it: its stage and QPS.
+func windowLabel(w perfv1.WindowStatus) string {
+	if w.Variant == perfv1.VariantWarmup {
+		return fmt.Sprintf("warm-up %dqps", w.QPS)
+	}
+	return fmt.Sprintf("s%d %dqps %s", w.Stage+1, w.QPS, w.Variant)
+}
+
+// runMarkers are the moments the toggle went on and off, and the abort.
+func runMarkers(st perfv1.PerfExperimentStatus, minutes func(time.Time) float64) []marker {
+	var out []marker
+	for i, w := range st.Windows {
+		if w.Start == nil || i == 0 {
+			continue
+		}
+		prev := st.Windows[i-1]
+		// The toggle is applied when a baseline ends (the settle after it runs
+		// with the toggle on) and reverted when a treatment ends.
+		switch prev.Variant {
+		case perfv1.VariantBaseline:
+			out = append(out, marker{at: minutes(w.Start.Time), label: "toggle applied", color: colorToggle})
+		case perfv1.VariantTreatment:
+			out = append(out, marker{at: minutes(w.Start.Time), label: "toggle reverted", color: colorRevert, dash: []vg.Length{vg.Points(4), vg.Points(3)}})
+		}
+	}
+	if a := st.Abort; a != nil {
+		out = append(out, marker{at: minutes(a.At.Time), label: "aborted: " + a.Reason, color: colorAbort, dash: []vg.Length{vg.Points(2), vg.Points(2)}})
+	}
+	return out
+}
+
+// header writes the title and, under it, the legend of colours, shades and
+// markers, above the panels so it hides no data.
+func header(c draw.Canvas, title string, markers []marker) {
+	l := plot.NewLegend()
+	l.Top, l.Left = true, true
+	l.TextStyle.Font.Size = vg.Points(8)
+	add := func(name string, c color.Color, dash []vg.Length) {
+		line := draw.LineStyle{Color: c, Dashes: dash, Width: vg.Points(2)}
+		l.Add(name, legendLine{line})
+	}
+	add("baseline (toggle off)", colorBaseline, nil)
+	add("treatment (toggle on)", colorTreatment, nil)
+	seen := map[string]bool{}
+	for _, m := range markers {
+		if !seen[m.label] {
+			seen[m.label] = true
+			add(m.label, m.color, m.dash)
+		}
+	}
+	add("shaded: settle (grey), warm-up (tan)", shadeSettle, nil)
+	sty := l.TextStyle
+	sty.Font.Size = vg.Points(12)
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YTop
+	c.FillText(sty, vg.Point{X: (c.Min.X + c.Max.X) / 2, Y: c.Max.Y}, title)
+	l.Draw(draw.Crop(c, 0, 0, 0, -vg.Points(18)))
+}
+
+// legendLine is a legend entry drawn as a short line.
+type legendLine struct{ draw.LineStyle }
+
+func (l legendLine) Thumbnail(c *draw.Canvas) {
+	y := (c.Min.Y + c.Max.Y) / 2
+	c.StrokeLine2(l.LineStyle, c.Min.X, y, c.Max.X, y)
+}
+
+// overheadPanel is each stage's relative overhead for CPU, memory and p99
+// with its 95 % interval, as the summary holds them.
+func overheadPanel(summary []perfv1.StageSummary) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "overhead per stage (%, 95% interval)"
+	p.Y.Label.Text = "overhead (%)"
+	p.Add(plotter.NewGrid())
+	var names []string
+	for _, s := range summary {
+		name := s.Stage
+		if name == "" {
+			name = fmt.Sprintf("%dqps", s.QPS)
+		}
+		names = append(names, name)
+	}
+	p.NominalX(names...)
+	metrics := []struct {
+		name string
+		get  func(perfv1.StageSummary) *perfv1.MetricComparison
+		c    color.Color
+	}{
+		{"CPU", func(s perfv1.StageSummary) *perfv1.MetricComparison { return s.CPU }, colorCPU},
+		{"memory", func(s perfv1.StageSummary) *perfv1.MetricComparison { return s.Memory }, colorMemory},
+		{"p99", func(s perfv1.StageSummary) *perfv1.MetricComparison { return s.P99 }, colorP99},
+	}
+	zero, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0}, {X: float64(len(summary)) - 0.5, Y: 0}})
+	if err != nil {
+		return nil, err
+	}
+	zero.LineStyle.Color = colorOther
+	p.Add(zero)
+	for k, m := range metrics {
+		var pts plotter.XYs
+		var errs plotter.YErrors
+		for i, s := range summary {
+			c := m.get(s)
+			if c == nil {
+				continue
+			}
+			y := c.Overhead * 100
+			pts = append(pts, plotter.XY{X: float64(i) + (float64(k)-1)*0.15, Y: y})
+			errs = append(errs, struct{ Low, High float64 }{Low: y - c.CILow*100, High: c.CIHigh*100 - y})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle.Color, s.GlyphStyle.Radius, s.GlyphStyle.Shape = m.c, vg.Points(3), draw.CircleGlyph{}
+		bars, err := plotter.NewYErrorBars(struct {
+			plotter.XYs
+			plotter.YErrors
+		}{pts, errs})
+		if err != nil {
+			return nil, err
+		}
+		bars.LineStyle.Color = m.c
+		p.Add(bars, s)
+		p.Legend.Add(m.name, s)
+	}
+	// Room above the highest interval for the legend.
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Max = math.Max(p.Y.Max, 0) + (p.Y.Max-math.Min(p.Y.Min, 0))*0.35
+	p.Y.Min = math.Min(p.Y.Min, 0)
+	return p, nil
+}
+
+func variantColor(v perfv1.Variant) color.Color {
 	switch v {
 	case perfv1.VariantBaseline:
 		return colorBaseline
@@ -320,7 +462,7 @@ func variantColor(v perfv1.Variant) string {
 	return colorOther
 }
 
-// plotStart is the run's start: status.startTime, else the first window's start.
+// plotStart is the run's first moment: its start, or its first window's.
 func plotStart(st perfv1.PerfExperimentStatus) (time.Time, bool) {
 	var t0 time.Time
 	for _, w := range st.Windows {
@@ -334,91 +476,15 @@ func plotStart(st perfv1.PerfExperimentStatus) (time.Time, bool) {
 	return t0, !t0.IsZero()
 }
 
-// windowEnd is when a window ended, in seconds since the start: its end, else the
-// end of its series, else its start.
-func windowEnd(w perfv1.WindowStatus, since func(time.Time) float64) float64 {
-	start := since(w.Start.Time)
+// windowEnd is when a window ended, in minutes since the start: its end, else
+// the end of its series, else its start.
+func windowEnd(w perfv1.WindowStatus, minutes func(time.Time) float64) float64 {
+	start := minutes(w.Start.Time)
 	if w.End != nil {
-		return since(w.End.Time)
+		return minutes(w.End.Time)
 	}
 	if w.Series != nil && w.Series.StepSeconds > 0 {
-		return start + float64(w.Series.Points)*float64(w.Series.StepSeconds)
+		return start + float64(w.Series.Points)*float64(w.Series.StepSeconds)/60
 	}
 	return start
-}
-
-// yRange is a panel's y axis: rounded bounds around its data and the tick step.
-func yRange(st perfv1.PerfExperimentStatus, p plotPanel) (lo, hi, step float64) {
-	lo, hi = math.Inf(1), math.Inf(-1)
-	for _, w := range st.Windows {
-		if w.Start == nil {
-			continue
-		}
-		if p.point != nil {
-			if v, ok := p.point(w); ok {
-				lo, hi = math.Min(lo, v), math.Max(hi, v)
-			}
-			continue
-		}
-		for _, v := range p.lines(w) {
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
-		}
-	}
-	if math.IsInf(lo, 0) {
-		return 0, 1, 0.25
-	}
-	nonNegative := lo >= 0
-	span := hi - lo
-	if span == 0 {
-		span = math.Max(math.Abs(hi)*0.1, 1)
-	}
-	lo, hi = lo-0.05*span, hi+0.05*span
-	if nonNegative && lo < 0 {
-		lo = 0
-	}
-	step = niceStep((hi - lo) / 4)
-	return math.Floor(lo/step) * step, math.Ceil(hi/step) * step, step
-}
-
-// niceStep rounds x up to 1, 2 or 5 times a power of ten.
-func niceStep(x float64) float64 {
-	e := math.Pow(10, math.Floor(math.Log10(x)))
-	switch f := x / e; {
-	case f <= 1:
-		return e
-	case f <= 2:
-		return 2 * e
-	case f <= 5:
-		return 5 * e
-	}
-	return 10 * e
-}
-
-// niceMinutes is the x tick step for a run of the given minutes: at most 12 ticks.
-func niceMinutes(total float64) float64 {
-	for _, c := range []float64{1, 2, 5, 10, 15, 20, 30, 60, 120, 240, 480} {
-		if total/c <= 12 {
-			return c
-		}
-	}
-	return niceStep(total / 12)
-}
-
-// tick formats a tick value with as many decimals as its step needs.
-func tick(v, step float64) string {
-	d := 0
-	if step < 1 {
-		d = int(math.Ceil(-math.Log10(step) - 1e-9))
-	}
-	if math.Abs(v) < step/1e6 {
-		v = 0
-	}
-	return fmt.Sprintf("%.*f", d, v)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

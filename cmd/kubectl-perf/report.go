@@ -38,17 +38,20 @@ func reportCmd() *cobra.Command {
 		exitCode bool
 	)
 	cmd := &cobra.Command{
-		Use:   "report NAME [-n NAMESPACE] [-o table|json|yaml|jsonpath=TEMPLATE] [--plot FILE.svg] [--exit-code]",
-		Short: "Show an experiment's overhead table, optionally plotted as SVG",
+		Use:   "report NAME [-n NAMESPACE] [-o table|json|yaml|jsonpath=TEMPLATE] [--plot FILE.svg|FILE.png] [--exit-code]",
+		Short: "Show an experiment's overhead table, optionally plotted as SVG or PNG",
 		Long: `Reads a PerfExperiment and prints its results: a header with phase, verdict and,
 if the run was aborted, why; then one row per stage with CPU (cores; delta also in
 percentage points of the limit), memory (MiB) and p99 latency (ms), each baseline →
 treatment with the relative overhead and its 95 % confidence interval, and the
 stage's verdict. -o json or yaml prints {apiVersion, kind: PerfExperimentReport,
 name, namespace, phase, verdict, abort, stages} with stages the status.summary rows
-as stored; -o jsonpath=TEMPLATE (and kubectl's other template formats) reads it. --plot writes an SVG of the run:
-CPU, memory, heap (when exported) and p99 latency per window over time, with the
-toggle, revert and abort moments marked.
+as stored; -o jsonpath=TEMPLATE (and kubectl's other template formats) reads it. --plot writes an SVG or PNG
+(by the file's extension) of the run, drawn with gonum.org/v1/plot: CPU, memory
+with its limit, heap (when exported) and p99 latency per window over time, every
+window shaded and labelled with its stage and QPS, the toggle, revert and abort
+moments marked; then each stage's overhead with its 95 % interval. Lines are the
+target's totals over its pods, as the status keeps them.
 
 --exit-code makes the exit status the outcome, for CI: 0 Pass or NoEffect, 2 Fail,
 3 Inconclusive, 4 Aborted, 5 Failed, 6 still running (1 is any error).`,
@@ -116,7 +119,7 @@ toggle, revert and abort moments marked.
 	}
 	flags.add(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, yaml, jsonpath=TEMPLATE (or another of kubectl's template formats)")
-	cmd.Flags().StringVar(&plot, "plot", "", "also write an SVG plot of the run to this file")
+	cmd.Flags().StringVar(&plot, "plot", "", "also write a plot of the run to this file (.svg or .png)")
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit with the outcome's code: 0 Pass/NoEffect, 2 Fail, 3 Inconclusive, 4 Aborted, 5 Failed, 6 running")
 	return cmd
 }
@@ -141,11 +144,15 @@ func reportObject(r reportJSON) (*unstructured.Unstructured, error) {
 }
 
 func writePlotFile(path string, exp *perfv1.PerfExperiment) error {
+	format, err := plotFormat(path)
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := writePlot(f, exp); err != nil {
+	if err := writePlot(f, exp, format); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	imgpng "image/png"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -380,37 +381,56 @@ func TestReportPlot(t *testing.T) {
 			info := parseSVG(t, path)
 			all := strings.Join(info.texts, "\n")
 			for _, label := range []string{"CPU (cores)", "Memory, working set (MiB)", "Heap in use (MiB)", "p99 latency per window (ms)",
-				"time since the experiment's start (minutes)", "baseline (toggle off)", "treatment (toggle on)"} {
+				"time since the experiment's start (minutes)", "baseline (toggle off)", "treatment (toggle on)", "toggle applied",
+				"memory limit (2 pods)", "s1 500qps baseline", "s1 500qps treatment", "s2 1000qps treatment", "warm-up 50qps"} {
 				if !strings.Contains(all, label) {
 					t.Errorf("label %q missing", label)
 				}
 			}
-			if n := info.classes["text.panel-title"]; n != 4 {
-				t.Errorf("%d panels, want 4", n)
-			}
-			// 3 (or 2) baseline and treatment windows per panel, 3 line panels.
-			windows := 6
+			// The overhead panel names every summarised stage and the three metrics.
+			stages := 3
 			if tc.abort {
-				windows = 4
+				stages = 1
 			}
-			if info.lines != 3*windows || info.classes["circle.baseline"] == 0 || info.classes["circle.treatment"] == 0 {
-				t.Errorf("%d series lines, want %d; classes %v", info.lines, 3*windows, info.classes)
+			for _, label := range []string{"overhead per stage (%, 95% interval)", "500qps", "CPU", "memory", "p99"} {
+				if !strings.Contains(all, label) {
+					t.Errorf("overhead panel: label %q missing", label)
+				}
 			}
-			toggles := 3
-			if tc.abort {
-				toggles = 2
+			if got := strings.Contains(all, "2000qps\n") || strings.HasSuffix(all, "2000qps"); got != (stages == 3) {
+				t.Errorf("overhead panel names stage 2000qps: %v, want %v", got, stages == 3)
 			}
-			if n := info.classes["line.toggle"]; n != 4*toggles {
-				t.Errorf("%d toggle lines, want %d", n, 4*toggles)
+			if got := strings.Contains(all, "aborted: HeapGrowth"); got != tc.abort {
+				t.Errorf("abort marker present %v, want %v", got, tc.abort)
 			}
-			if got := info.classes["line.abort"] > 0 && info.classes["text.abort-label"] > 0; got != tc.abort {
-				t.Errorf("abort marker present %v, want %v (classes %v)", got, tc.abort, info.classes)
+			// The same plot as PNG: an image of the plot's size.
+			png := filepath.Join(t.TempDir(), tc.name+".png")
+			if out, err := kubectl(t, "report", tc.name, "-n", "default", "--plot", png); err != nil {
+				t.Fatalf("%v: %s", err, out)
 			}
-			if dir := os.Getenv("KUBECTL_PERF_KEEP_SVG"); dir != "" {
-				b, _ := os.ReadFile(path)
-				_ = os.WriteFile(filepath.Join(dir, tc.name+".svg"), b, 0o644)
+			f, err := os.Open(png)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			img, err := imgpng.Decode(f)
+			if err != nil {
+				t.Fatalf("%s is not a PNG: %v", png, err)
+			}
+			if dir := os.Getenv("KUBECTL_PERF_KEEP_PLOT"); dir != "" {
+				for _, p := range []string{path, png} {
+					b, _ := os.ReadFile(p)
+					_ = os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o644)
+				}
+			}
+			if b := img.Bounds(); b.Dx() < 1000 || b.Dy() < 4*b.Dx()/5 {
+				t.Errorf("PNG is %dx%d", b.Dx(), b.Dy())
 			}
 		})
+	}
+	if _, err := kubectl(t, "report", "profiling-overhead", "-n", "default", "--plot", filepath.Join(t.TempDir(), "x.pdf")); err == nil ||
+		!strings.Contains(err.Error(), ".svg or .png") {
+		t.Errorf("--plot x.pdf: %v", err)
 	}
 }
 
