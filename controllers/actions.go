@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
@@ -57,7 +59,13 @@ func (r *PerfExperimentReconciler) execute(ctx context.Context, s *scope, d *eng
 			out.err = r.updateTarget(ctx, s, func(dep *appsv1.Deployment) error { return lock(exp, dep, a.Original) })
 		case engine.ActionEnsureScript:
 			out.err = r.ensureScript(ctx, exp)
-		case engine.ActionApplyToggle, engine.ActionRevertToggle:
+		case engine.ActionApplyToggle:
+			// Rights can be taken away mid-run: checked again before each stage's
+			// toggle (answers are cached for the Reviewer's TTL).
+			if out = r.reviewAgain(ctx, s); out.err == nil {
+				out = r.toggle(ctx, s, d, a)
+			}
+		case engine.ActionRevertToggle:
 			out = r.toggle(ctx, s, d, a)
 		case engine.ActionCreateJob:
 			out.err = r.createJob(ctx, s, a)
@@ -173,6 +181,21 @@ func unlock(exp *perfv1.PerfExperiment, dep *appsv1.Deployment) {
 	}
 }
 
+// reviewAgain refuses the toggle when its requester lost a right it needs.
+func (r *PerfExperimentReconciler) reviewAgain(ctx context.Context, s *scope) outcome {
+	if r.Reviewer == nil {
+		return outcome{}
+	}
+	msg, err := r.Reviewer.forbidden(ctx, s.exp, rightsFor(s.exp))
+	if err != nil {
+		return outcome{err: err}
+	}
+	if msg != "" {
+		return outcome{err: errors.New(msg), refused: true}
+	}
+	return outcome{}
+}
+
 // drivers returns the toggle drivers this operator can use.
 func (r *PerfExperimentReconciler) drivers() toggle.Drivers {
 	return toggle.Drivers{HTTP: r.HTTP, Exec: r.Exec}
@@ -239,6 +262,7 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 		if err := r.recordIntent(ctx, s, intent); err != nil {
 			return outcome{err: err}
 		}
+		log.FromContext(ctx).Info("sending the toggle", "pods", podNames(pods), "resourceVersion", s.exp.ResourceVersion)
 		stillOn, err := drv.Apply(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: pods})
 		if err != nil {
 			// Apply switched back the pods it reached where it could, and a pod
@@ -268,6 +292,7 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 		if err := r.decidedOnCurrent(ctx, s.exp); err != nil {
 			return outcome{err: err}
 		}
+		log.FromContext(ctx).Info("reverting the toggle", "pods", podNames(targets), "resourceVersion", s.exp.ResourceVersion, "phase", s.exp.Status.Phase)
 		if err := drv.Revert(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: targets}); err != nil {
 			// The pods that failed stay recorded; those switched back are done.
 			failed := toggle.FailedPods(err)

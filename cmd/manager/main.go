@@ -40,6 +40,8 @@ type options struct {
 	shutdownTimeout  time.Duration
 	execToggles      bool
 	workers          int
+	authorize        bool
+	authzTTL         time.Duration
 }
 
 func main() {
@@ -50,6 +52,8 @@ func main() {
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces (cluster-wide RBAC needed).")
 	flag.BoolVar(&o.execToggles, "exec-toggles", false, "Run exec toggles (commands in the target pods through pods/exec); needs get and create on pods/exec. Off: experiments with an exec toggle are refused before they change anything.")
+	flag.BoolVar(&o.authorize, "authorize-requesters", true, "Check with SubjectAccessReviews that the user stamped on each experiment by the chart's requester policy may do each of its effects themselves (patch the target, create Jobs, pods/proxy, pods/exec, delete pods); refused or unstamped experiments stall with Forbidden. Turn off only where every experiment author is trusted with the operator's own rights.")
+	flag.DurationVar(&o.authzTTL, "authorization-cache-ttl", time.Minute, "How long a SubjectAccessReview answer is reused; a revoked right takes effect within it.")
 	flag.IntVar(&o.workers, "workers", 4, "How many experiments are reconciled at once (each one at a time, in order); a slow target's toggle or metrics query holds only one of them, for at most its timeout.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	zapOpts := zap.Options{}
@@ -108,6 +112,9 @@ func run(o options) error {
 		Recorder:  mgr.GetEventRecorderFor("perf-operator"),
 		Clock:     clock.RealClock{},
 		Workers:   o.workers,
+	}
+	if o.authorize {
+		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock.RealClock{}, TTL: o.authzTTL}
 	}
 	if o.execToggles {
 		core, err := kubernetes.NewForConfig(cfg)

@@ -36,6 +36,9 @@ type Observed struct {
 	// ScriptMissing explains why spec.load.scriptRef cannot be read ("" when it
 	// can, or when there is no scriptRef).
 	ScriptMissing string
+	// Forbidden says which of the experiment's effects its requester may not
+	// do themselves ("" when every one is allowed, or nothing was checked).
+	Forbidden string
 	// Samples are the samples taken since the status was last persisted.
 	Samples []metrics.Sample
 	// LastPendingSample is when the newest of Samples (or SampleFailures) was
