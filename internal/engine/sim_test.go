@@ -50,6 +50,10 @@ type world struct {
 	// metrics-server's window or a rate's range); a sample whose period saw a
 	// k6 pod start reads cpuSpike, the load before and after mixed.
 	cpuWindow time.Duration
+	// metricsFault, when set, may change what the metrics source answers at
+	// each sample (nil and a message: the query failed). The reconciler then
+	// completes the answer against the ready pods, as it does in production.
+	metricsFault func(w *world, got []metrics.Sample) ([]metrics.Sample, string)
 }
 
 const cpuSpike = 9.9
@@ -88,6 +92,15 @@ func (w *world) observe() Observed {
 			}
 			o.Samples = append(o.Samples, metrics.Sample{Time: w.now, Window: w.cpuWindow, Pod: pod, CPUCores: cpu,
 				WorkingSetBytes: 1.5 * (1 << 30), HeapBytes: w.heap(w.now)})
+		}
+		if w.metricsFault != nil {
+			got, failure := w.metricsFault(w, o.Samples)
+			o.Samples = nil
+			if failure != "" {
+				o.SampleFailures = []SampleFailure{{Time: w.now, Message: failure}}
+			} else {
+				o.Samples = metrics.Expect(got, []string{"app-1", "app-2"})
+			}
 		}
 	}
 	o.Deleting = w.exp.DeletionTimestamp != nil
