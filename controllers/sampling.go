@@ -38,6 +38,9 @@ type pending struct {
 	taken    int
 	pods     []guardrail.PodState
 	podNames []string
+	// ready are the live pods that are ready: a sample must have a usable
+	// value for each of them, or its instant is missing (metrics.Expect).
+	ready    []string
 	provider metrics.Provider
 }
 
@@ -116,7 +119,7 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.P
 	for i := range got {
 		got[i].Time = now // one instant per sample, on the operator's clock
 	}
-	p.samples = append(p.samples, got...)
+	p.samples = append(p.samples, metrics.Expect(got, p.ready)...)
 	return nil
 }
 
@@ -128,10 +131,13 @@ func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, exp *perfv1.
 		return
 	}
 	container := exp.Spec.Target.Container
-	p.pods, p.podNames = nil, []string{}
+	p.pods, p.podNames, p.ready = nil, []string{}, nil
 	for _, pod := range live {
 		p.podNames = append(p.podNames, pod.Name)
 		p.pods = append(p.pods, podState(&pod, container))
+		if podReady(&pod) {
+			p.ready = append(p.ready, pod.Name)
+		}
 	}
 }
 
