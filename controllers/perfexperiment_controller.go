@@ -19,6 +19,7 @@ import (
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
+	"perfexp.dev/perf-operator/internal/k6"
 	"perfexp.dev/perf-operator/internal/toggle"
 )
 
@@ -59,6 +60,9 @@ type PerfExperimentReconciler struct {
 	Exec toggle.Execer
 	// Metrics resolves each experiment's metrics provider.
 	Metrics MetricsSource
+	// LoadAPI reads the running k6 pods' live counters; the zero value reaches
+	// pod IPs directly.
+	LoadAPI k6.LiveClient
 
 	samples buffers
 }

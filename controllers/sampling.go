@@ -42,6 +42,8 @@ type pending struct {
 	// value for each of them, or its instant is missing (metrics.Expect).
 	ready    []string
 	provider metrics.Provider
+	// live are the k6 pods' last live readings (see readLive).
+	live map[string]liveReading
 }
 
 // buffers holds every experiment's pending samples.
@@ -84,6 +86,8 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, exp *perfv1.PerfE
 		if err := r.takeSample(ctx, exp, p, now); err != nil {
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
+		// The load is judged with every sample, on the readings of this one.
+		obs.Live = r.readLive(ctx, exp, p, now)
 		p.last = now
 		p.taken++
 	}
