@@ -1,10 +1,13 @@
 package metrics
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 func TestExpectAddsUnknownSamplesForReadyPodsWithoutData(t *testing.T) {
@@ -90,5 +93,46 @@ func TestFiniteReplacesUnusableValuesWithUnknown(t *testing.T) {
 	}
 	if !math.IsInf(in[0].CPUCores, 1) {
 		t.Fatal("FiniteAll modified its input")
+	}
+}
+
+// Same for metrics-server: a ready pod it has no PodMetrics for (a pod it has
+// not scraped yet, a kubelet it cannot reach), a container without the
+// measured one, or a negative quantity makes the instant missing.
+func TestMetricsServerPartialAnswersAreIncomplete(t *testing.T) {
+	app := map[string]string{"app": "api"}
+	ready := []string{"api-1", "api-2"}
+	for _, tc := range []struct {
+		name string
+		pods []*metricsv1beta1.PodMetrics
+		want string
+	}{
+		{"both pods", []*metricsv1beta1.PodMetrics{
+			podMetrics("shop", "api-1", app, t0, usage("api", "400m", "1Gi")),
+			podMetrics("shop", "api-2", app, t0, usage("api", "410m", "1Gi")),
+		}, ""},
+		{"one of two pods", []*metricsv1beta1.PodMetrics{
+			podMetrics("shop", "api-1", app, t0, usage("api", "400m", "1Gi")),
+		}, "1 of 2 pods without usable values (pod api-2: cpu no value, memory no value)"},
+		{"no memory for a pod", []*metricsv1beta1.PodMetrics{
+			podMetrics("shop", "api-1", app, t0, usage("api", "400m", "1Gi")),
+			podMetrics("shop", "api-2", app, t0, usage("api", "410m", "")),
+		}, "pod api-2: memory no value"},
+		{"a negative quantity", []*metricsv1beta1.PodMetrics{
+			podMetrics("shop", "api-1", app, t0, usage("api", "-1", "1Gi")),
+			podMetrics("shop", "api-2", app, t0, usage("api", "410m", "1Gi")),
+		}, "pod api-1: cpu -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewMetricsServer(fakeMetrics(t, tc.pods...))
+			got, err := p.Sample(context.Background(), Target{Namespace: "shop", Pods: ready, PodSelector: "app=api", Container: "api"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			problem := Problem(Expect(got, ready))
+			if (tc.want == "") != (problem == "") || !strings.Contains(problem, tc.want) {
+				t.Fatalf("Problem = %q, want %q", problem, tc.want)
+			}
+		})
 	}
 }
