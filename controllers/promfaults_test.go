@@ -234,4 +234,3 @@ func TestPrometheusFaultsNeverGiveAVerdict(t *testing.T) {
 		})
 	}
 }
-
