@@ -30,7 +30,7 @@ type liveReading struct {
 // reconcile for long. A pod that does not answer is left out of this sample.
 // The pods come from the operator's cache (k6 pods carry the experiment's
 // label); the reads are HTTP requests to pod IPs, as for an http toggle.
-func (r *PerfExperimentReconciler) readLive(ctx context.Context, exp *perfv1.PerfExperiment, p *pending, now time.Time) []engine.LiveLoad {
+func (r *PerfExperimentReconciler) readLive(ctx context.Context, exp *perfv1.PerfExperiment, p *pending) []engine.LiveLoad {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), client.MatchingLabels{perfv1.LabelExperiment: exp.Name}); err != nil {
 		return nil
@@ -47,18 +47,22 @@ func (r *PerfExperimentReconciler) readLive(ctx context.Context, exp *perfv1.Per
 	}
 	ctx, cancel := context.WithTimeout(ctx, k6.LiveTimeout)
 	defer cancel()
-	got := make([]*k6.Live, len(running))
+	got := make([]*liveReading, len(running))
 	var wg sync.WaitGroup
 	for i, pod := range running {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// The time of the read itself, not of the reconcile: the metrics
+			// query before it may have taken seconds, and the achieved rate is
+			// counts over the time between two reads.
+			at := r.Clock.Now()
 			l, err := r.LoadAPI.Read(ctx, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(k6.APIPort)))
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("live k6 counters unavailable", "pod", pod.Name, "error", err.Error())
 				return
 			}
-			got[i] = &l
+			got[i] = &liveReading{at: at, counts: l}
 		}()
 	}
 	wg.Wait()
@@ -71,11 +75,11 @@ func (r *PerfExperimentReconciler) readLive(ctx context.Context, exp *perfv1.Per
 			}
 			continue
 		}
-		l := engine.LiveLoad{Job: pod.Labels[batchv1.JobNameLabel], Pod: pod.Name, At: now, Counts: *got[i]}
+		l := engine.LiveLoad{Job: pod.Labels[batchv1.JobNameLabel], Pod: pod.Name, At: got[i].at, Counts: got[i].counts}
 		if prev, ok := p.live[pod.Name]; ok {
 			l.PrevAt, l.Prev = prev.at, prev.counts
 		}
-		seen[pod.Name] = liveReading{at: now, counts: *got[i]}
+		seen[pod.Name] = *got[i]
 		out = append(out, l)
 	}
 	p.live = seen

@@ -87,7 +87,7 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, exp *perfv1.PerfE
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
 		// The load is judged with every sample, on the readings of this one.
-		obs.Live = r.readLive(ctx, exp, p, now)
+		obs.Live = r.readLive(ctx, exp, p)
 		p.last = now
 		p.taken++
 	}
