@@ -44,6 +44,9 @@ type pending struct {
 	provider metrics.Provider
 	// live are the k6 pods' last live readings (see readLive).
 	live map[string]liveReading
+	// stale is set when the last sample missed a pod: the pod list may be out
+	// of date (a rollout replaced the pods), so it is listed again at once.
+	stale bool
 }
 
 // buffers holds every experiment's pending samples.
@@ -80,9 +83,10 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, exp *perfv1.PerfE
 	p := r.samples.get(key)
 	now := obs.Now
 	if engine.SampleDue(exp, p.last, now) {
-		if p.taken%FlushEvery == 0 || p.podNames == nil {
+		if p.taken%FlushEvery == 0 || p.podNames == nil || p.stale {
 			r.refreshPods(ctx, exp, p)
 		}
+		p.stale = false
 		if err := r.takeSample(ctx, exp, p, now); err != nil {
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
@@ -118,12 +122,17 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, exp *perfv1.P
 		return fmt.Errorf("%s: %w", p.provider.Name(), err)
 	}
 	if len(got) == 0 {
+		p.stale = true
 		return fmt.Errorf("%s returned no samples for the target's pods", p.provider.Name())
 	}
 	for i := range got {
 		got[i].Time = now // one instant per sample, on the operator's clock
 	}
-	p.samples = append(p.samples, metrics.Expect(got, p.ready)...)
+	complete := metrics.Expect(got, p.ready)
+	p.samples = append(p.samples, complete...)
+	if len(complete) > len(got) {
+		p.stale = true
+	}
 	return nil
 }
 
