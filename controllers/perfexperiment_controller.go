@@ -17,6 +17,7 @@ import (
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
+	"perfexp.dev/perf-operator/internal/k6"
 	"perfexp.dev/perf-operator/internal/toggle"
 )
 
@@ -65,6 +66,9 @@ type PerfExperimentReconciler struct {
 	// Reviewer checks that each experiment's requester may do its effects
 	// themselves; nil checks nothing (tests of other concerns).
 	Reviewer *Reviewer
+	// LoadAPI reads the running k6 pods' live counters; the zero value reaches
+	// pod IPs directly.
+	LoadAPI k6.LiveClient
 
 	samples buffers
 }

@@ -197,6 +197,9 @@ func (x *decider) advance() {
 	if samplingPhase(x.st.Phase) && !x.measureSamples() {
 		return
 	}
+	if !x.judgeLive() {
+		return
+	}
 	defer x.wakeForSample()
 	switch x.st.Phase {
 	case perfv1.PhaseWarmingUp:

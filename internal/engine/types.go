@@ -46,6 +46,9 @@ type Observed struct {
 	LastPendingSample time.Time
 	// SampleFailures are sampling attempts that failed (a metrics outage).
 	SampleFailures []SampleFailure
+	// Live are the running load pods' live counters, read with the sample
+	// taken in this reconcile (none when no sample was due).
+	Live []LiveLoad
 	// Pods are the target pods' states, for the hard-limit guardrails.
 	Pods []guardrail.PodState
 	// ToggleError is set when the reconciler could not apply the toggle for a
