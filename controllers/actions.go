@@ -52,8 +52,20 @@ func (o outcome) revertFailed() bool { return o.err != nil && o.action == engine
 // reached) are written into d.Status.
 func (r *PerfExperimentReconciler) execute(ctx context.Context, s *scope, d *engine.Decision) outcome {
 	exp := s.exp
+	checked := false
 	for _, a := range d.Actions {
 		var out outcome
+		if changesTheTarget(a.Kind) && !checked {
+			// A decision to toggle, revert, release or restart pods is made on
+			// the status as the API server has it now, not on a cached copy
+			// lagging behind this reconciler's own last write: one uncached
+			// read per such decision.
+			if out.err = r.decidedOnCurrent(ctx, exp); out.err != nil {
+				out.action = a.Kind
+				return out
+			}
+			checked = true
+		}
 		switch a.Kind {
 		case engine.ActionAcquireLock:
 			out.err = r.updateTarget(ctx, s, func(dep *appsv1.Deployment) error { return lock(exp, dep, a.Original) })
@@ -90,6 +102,14 @@ func (r *PerfExperimentReconciler) execute(ctx context.Context, s *scope, d *eng
 		afterEffect(a.Kind)
 	}
 	return outcome{}
+}
+
+func changesTheTarget(k engine.ActionKind) bool {
+	switch k {
+	case engine.ActionApplyToggle, engine.ActionRevertToggle, engine.ActionReleaseLock, engine.ActionDeletePods:
+		return true
+	}
+	return false
 }
 
 // updateTarget changes the target and writes it back if it changed, retrying
@@ -289,9 +309,6 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 		return outcome{err: err}
 	}
 	if len(targets) > 0 {
-		if err := r.decidedOnCurrent(ctx, s.exp); err != nil {
-			return outcome{err: err}
-		}
 		log.FromContext(ctx).Info("reverting the toggle", "pods", podNames(targets), "resourceVersion", s.exp.ResourceVersion, "phase", s.exp.Status.Phase)
 		if err := drv.Revert(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: targets}); err != nil {
 			// The pods that failed stay recorded; those switched back are done.
@@ -341,12 +358,12 @@ func (r *PerfExperimentReconciler) deletePods(ctx context.Context, s *scope, nam
 	return nil
 }
 
-// decidedOnCurrent makes sure a decision about to revert a runtime toggle was
-// made on the experiment as the API server has it now. The cache can lag
-// behind the status this reconciler has just written, and a decision taken
-// again from the older status would send the revert a second time. It costs
-// one uncached read per decision that reverts pods. A stale decision is a
-// conflict: nothing has been sent or persisted, and the retry decides again.
+// decidedOnCurrent makes sure a decision about to change the target was made
+// on the experiment as the API server has it now. The cache can lag behind
+// the status this reconciler has just written, and a decision taken again
+// from the older status would send a toggle or a revert a second time, or
+// end the run on a stale view. A stale decision is a conflict: nothing has
+// been sent or persisted, and the retry decides again.
 func (r *PerfExperimentReconciler) decidedOnCurrent(ctx context.Context, exp *perfv1.PerfExperiment) error {
 	cur := &perfv1.PerfExperiment{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exp), cur); err != nil {
@@ -354,7 +371,7 @@ func (r *PerfExperimentReconciler) decidedOnCurrent(ctx context.Context, exp *pe
 	}
 	if cur.ResourceVersion != exp.ResourceVersion {
 		return apierrors.NewConflict(perfv1.GroupVersion.WithResource("perfexperiments").GroupResource(), exp.Name,
-			fmt.Errorf("decided on resourceVersion %s but the API server has %s; deciding again before sending the revert",
+			fmt.Errorf("decided on resourceVersion %s but the API server has %s; deciding again before changing the target",
 				exp.ResourceVersion, cur.ResourceVersion))
 	}
 	return nil
