@@ -48,6 +48,9 @@ func (r *PerfExperimentReconciler) observe(ctx context.Context, exp *perfv1.Perf
 			return s, err
 		}
 	}
+	if pending && !s.obs.Deleting {
+		s.obs.NotAllowed = r.Allow.refuses(exp)
+	}
 	if pending && !s.obs.Deleting && r.Reviewer != nil && dep != nil {
 		if s.obs.Forbidden, err = r.Reviewer.forbidden(ctx, exp, rightsFor(exp)); err != nil {
 			return s, err

@@ -66,6 +66,8 @@ type PerfExperimentReconciler struct {
 	// Reviewer checks that each experiment's requester may do its effects
 	// themselves; nil checks nothing (tests of other concerns).
 	Reviewer *Reviewer
+	// Allow is what experiments may name: Prometheus servers and k6 images.
+	Allow AllowList
 	// LoadAPI reads the running k6 pods' live counters; the zero value reaches
 	// pod IPs directly.
 	LoadAPI k6.LiveClient

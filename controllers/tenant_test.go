@@ -28,9 +28,13 @@ import (
 // and binding, as the chart does, and waits until it stamps experiments.
 func installRequesterPolicy(t *testing.T, ns string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "admission", "requester-policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	var b []byte
+	for _, f := range []string{"requester-policy.yaml", "requester-binding.yaml"} {
+		doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "admission", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(append(b, doc...), "\n---\n"...)
 	}
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	var objs []*unstructured.Unstructured

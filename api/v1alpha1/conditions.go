@@ -130,6 +130,10 @@ const (
 	// its effects themselves (the message names the right and the kubectl
 	// auth can-i line); nothing was changed.
 	ReasonForbidden = "Forbidden"
+	// ReasonNotAllowed: the experiment names a Prometheus URL or k6 image the
+	// operator's installer does not allow (--allowed-prometheus-urls,
+	// --allowed-k6-images); nothing was changed.
+	ReasonNotAllowed = "NotAllowed"
 	// ReasonWindowInvalid: a measured window cannot be trusted (event only).
 	ReasonWindowInvalid = "WindowInvalid"
 	// ReasonAnalysisIncomplete: a stage's full analysis failed and it was

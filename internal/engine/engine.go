@@ -131,6 +131,9 @@ func (x *decider) preflight(planErr error) {
 	case x.obs.ScriptMissing != "":
 		x.stall(perfv1.ReasonScriptNotFound, x.obs.ScriptMissing)
 		return
+	case x.obs.NotAllowed != "":
+		x.stall(perfv1.ReasonNotAllowed, x.obs.NotAllowed)
+		return
 	case x.obs.Forbidden != "":
 		x.stall(perfv1.ReasonForbidden, x.obs.Forbidden)
 		return

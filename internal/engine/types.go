@@ -39,6 +39,9 @@ type Observed struct {
 	// Forbidden says which of the experiment's effects its requester may not
 	// do themselves ("" when every one is allowed, or nothing was checked).
 	Forbidden string
+	// NotAllowed says which Prometheus URL or k6 image the operator's
+	// installer does not allow ("" when all are).
+	NotAllowed string
 	// Samples are the samples taken since the status was last persisted.
 	Samples []metrics.Sample
 	// LastPendingSample is when the newest of Samples (or SampleFailures) was
