@@ -56,9 +56,6 @@ const (
 
 	// ReasonTargetNotFound: spec.target.deployment does not exist in the namespace.
 	ReasonTargetNotFound = "TargetNotFound"
-	// ReasonTargetNotReady: the target has unavailable replicas or a rollout in
-	// progress before the experiment started.
-	ReasonTargetNotReady = "TargetNotReady"
 	// ReasonTargetMissingLimits: the target container has no CPU or memory limit,
 	// so utilisation cannot be measured.
 	ReasonTargetMissingLimits = "TargetMissingLimits"
