@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,30 @@ func kindOf(o any) string { return fmt.Sprintf("%T", o)[1:] }
 type countingClient struct {
 	client.Client
 	c *calls
+}
+
+func (w countingClient) Status() client.SubResourceWriter {
+	return countingStatus{SubResourceWriter: w.Client.Status(), c: w.c}
+}
+
+func (w countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	w.c.add("update " + kindOf(obj))
+	return w.Client.Update(ctx, obj, opts...)
+}
+
+func (w countingClient) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	w.c.add("patch " + kindOf(obj))
+	return w.Client.Patch(ctx, obj, p, opts...)
+}
+
+type countingStatus struct {
+	client.SubResourceWriter
+	c *calls
+}
+
+func (w countingStatus) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	w.c.add("patch status")
+	return w.SubResourceWriter.Patch(ctx, obj, p, opts...)
 }
 
 func (w countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -139,5 +164,53 @@ func TestAReconcileReadsEachObjectOnce(t *testing.T) {
 	}
 	if checkedJobs == 0 {
 		t.Error("no Job was seen")
+	}
+}
+
+// A waiting experiment costs nothing while its inputs stay as they are: the
+// reconcile that stalls it writes the status once and asks for no requeue (the
+// target's events wake it), and a reconcile with nothing changed writes nothing.
+// A new experiment gets its finalizer and its first status in one reconcile.
+func TestAWaitingExperimentCostsNothing(t *testing.T) {
+	clock := newTestClock()
+	c := newCluster(t, clock)
+	dep := c.target("app")
+	dep.Spec.Template.Spec.Containers[0].Resources.Limits = nil // preflight stalls: no limits
+	if err := k8s.Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	writes := &calls{n: map[string]int{}}
+	r := &controllers.PerfExperimentReconciler{
+		Client: countingClient{Client: k8s, c: writes}, APIReader: k8s,
+		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, Metrics: metricsFor(clock),
+	}
+	e := shortExperiment(c.ns, "app", envToggle())
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := writes.reset()
+	exp := c.experiment("overhead")
+	if exp.Status.Phase != perfv1.PhasePending || len(exp.Finalizers) != 1 {
+		t.Fatalf("after one reconcile: phase %q finalizers %v", exp.Status.Phase, exp.Finalizers)
+	}
+	if first["update v1alpha1.PerfExperiment"] != 1 || first["patch status"] != 1 {
+		t.Errorf("first reconcile wrote %v; want the finalizer and the status, once each", first)
+	}
+	if res.RequeueAfter != 0 || res.Requeue {
+		t.Errorf("a stalled experiment asks to be requeued: %+v", res)
+	}
+	for i := 0; i < 3; i++ {
+		clock.Step(time.Minute)
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if w := writes.reset(); w["patch status"]+w["update v1alpha1.PerfExperiment"] != 0 {
+			t.Errorf("reconcile %d with nothing changed wrote %v", i, w)
+		}
 	}
 }
