@@ -131,6 +131,9 @@ func (x *decider) preflight(planErr error) {
 	case x.obs.ScriptMissing != "":
 		x.stall(perfv1.ReasonScriptNotFound, x.obs.ScriptMissing)
 		return
+	case x.obs.InvalidSpec != "":
+		x.stall(perfv1.ReasonInvalidSpec, x.obs.InvalidSpec)
+		return
 	case x.obs.NotAllowed != "":
 		x.stall(perfv1.ReasonNotAllowed, x.obs.NotAllowed)
 		return
@@ -258,6 +261,10 @@ func (x *decider) stopEverything() {
 	x.deleteRecordedJobs()
 	if x.mayRevert() {
 		x.revert()
+	}
+	if x.obs.Target == nil && x.st.Toggle != nil {
+		// The target is gone, and its pods with the toggle: nothing is applied.
+		x.st.Toggle.Applied, x.st.Toggle.Pods = false, nil
 	}
 	x.release()
 }

@@ -39,6 +39,9 @@ type Observed struct {
 	// Forbidden says which of the experiment's effects its requester may not
 	// do themselves ("" when every one is allowed, or nothing was checked).
 	Forbidden string
+	// InvalidSpec says what in the spec passed admission but cannot run (a
+	// query template that misuses a placeholder), or "".
+	InvalidSpec string
 	// NotAllowed says which Prometheus URL or k6 image the operator's
 	// installer does not allow ("" when all are).
 	NotAllowed string
