@@ -16,8 +16,8 @@ import (
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
-	"perfexp.dev/perf-operator/internal/metrics"
 	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/metrics"
 	"perfexp.dev/perf-operator/internal/toggle"
 )
 
