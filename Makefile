@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test e2e e2e-jvm cluster-up cluster-down tools prometheus generate verify-generated vet build images
+.PHONY: all quickstart test e2e e2e-jvm soak cluster-up cluster-down tools prometheus generate verify-generated vet build images
 
 all: build
 
@@ -31,6 +31,12 @@ e2e:
 e2e-jvm:
 	hack/image.sh jvm
 	go test -tags e2e -count=1 -timeout 60m -v -run JVM ./test/e2e
+
+## soak: the randomized kill soak (test/crash): 60 SIGKILLs of the manager at random
+## moments across experiments with http and env toggles; none may leave a toggle on,
+## a lock, or a Job created twice. PERFEXP_SOAK_SEED replays a run.
+soak: tools
+	PERFEXP_SOAK_KILLS=$${PERFEXP_SOAK_KILLS:-60} go test -count=1 -timeout 30m -v -run TestSoakRandomKills ./test/crash
 
 ## cluster-up, cluster-down: the local cluster with the operator installed, by hand.
 cluster-up:

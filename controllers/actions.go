@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
@@ -50,14 +52,32 @@ func (o outcome) revertFailed() bool { return o.err != nil && o.action == engine
 // reached) are written into d.Status.
 func (r *PerfExperimentReconciler) execute(ctx context.Context, s *scope, d *engine.Decision) outcome {
 	exp := s.exp
+	checked := false
 	for _, a := range d.Actions {
 		var out outcome
+		if changesTheTarget(a.Kind) && !checked {
+			// A decision to toggle, revert, release or restart pods is made on
+			// the status as the API server has it now, not on a cached copy
+			// lagging behind this reconciler's own last write: one uncached
+			// read per such decision.
+			if out.err = r.decidedOnCurrent(ctx, exp); out.err != nil {
+				out.action = a.Kind
+				return out
+			}
+			checked = true
+		}
 		switch a.Kind {
 		case engine.ActionAcquireLock:
 			out.err = r.updateTarget(ctx, s, func(dep *appsv1.Deployment) error { return lock(exp, dep, a.Original) })
 		case engine.ActionEnsureScript:
 			out.err = r.ensureScript(ctx, exp)
-		case engine.ActionApplyToggle, engine.ActionRevertToggle:
+		case engine.ActionApplyToggle:
+			// Rights can be taken away mid-run: checked again before each stage's
+			// toggle (answers are cached for the Reviewer's TTL).
+			if out = r.reviewAgain(ctx, s); out.err == nil {
+				out = r.toggle(ctx, s, d, a)
+			}
+		case engine.ActionRevertToggle:
 			out = r.toggle(ctx, s, d, a)
 		case engine.ActionCreateJob:
 			out.err = r.createJob(ctx, s, a)
@@ -82,6 +102,14 @@ func (r *PerfExperimentReconciler) execute(ctx context.Context, s *scope, d *eng
 		afterEffect(a.Kind)
 	}
 	return outcome{}
+}
+
+func changesTheTarget(k engine.ActionKind) bool {
+	switch k {
+	case engine.ActionApplyToggle, engine.ActionRevertToggle, engine.ActionReleaseLock, engine.ActionDeletePods:
+		return true
+	}
+	return false
 }
 
 // updateTarget changes the target and writes it back if it changed, retrying
@@ -173,6 +201,21 @@ func unlock(exp *perfv1.PerfExperiment, dep *appsv1.Deployment) {
 	}
 }
 
+// reviewAgain refuses the toggle when its requester lost a right it needs.
+func (r *PerfExperimentReconciler) reviewAgain(ctx context.Context, s *scope) outcome {
+	if r.Reviewer == nil {
+		return outcome{}
+	}
+	msg, err := r.Reviewer.forbidden(ctx, s.exp, rightsFor(s.exp))
+	if err != nil {
+		return outcome{err: err}
+	}
+	if msg != "" {
+		return outcome{err: errors.New(msg), refused: true}
+	}
+	return outcome{}
+}
+
 // drivers returns the toggle drivers this operator can use.
 func (r *PerfExperimentReconciler) drivers() toggle.Drivers {
 	return toggle.Drivers{HTTP: r.HTTP, Exec: r.Exec}
@@ -239,6 +282,7 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 		if err := r.recordIntent(ctx, s, intent); err != nil {
 			return outcome{err: err}
 		}
+		log.FromContext(ctx).Info("sending the toggle", "pods", podNames(pods), "resourceVersion", s.exp.ResourceVersion)
 		stillOn, err := drv.Apply(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: pods})
 		if err != nil {
 			// Apply switched back the pods it reached where it could, and a pod
@@ -265,9 +309,7 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 		return outcome{err: err}
 	}
 	if len(targets) > 0 {
-		if err := r.decidedOnCurrent(ctx, s.exp); err != nil {
-			return outcome{err: err}
-		}
+		log.FromContext(ctx).Info("reverting the toggle", "pods", podNames(targets), "resourceVersion", s.exp.ResourceVersion, "phase", s.exp.Status.Phase)
 		if err := drv.Revert(ctx, toggle.Target{Namespace: s.exp.Namespace, Record: rec, Pods: targets}); err != nil {
 			// The pods that failed stay recorded; those switched back are done.
 			failed := toggle.FailedPods(err)
@@ -316,12 +358,12 @@ func (r *PerfExperimentReconciler) deletePods(ctx context.Context, s *scope, nam
 	return nil
 }
 
-// decidedOnCurrent makes sure a decision about to revert a runtime toggle was
-// made on the experiment as the API server has it now. The cache can lag
-// behind the status this reconciler has just written, and a decision taken
-// again from the older status would send the revert a second time. It costs
-// one uncached read per decision that reverts pods. A stale decision is a
-// conflict: nothing has been sent or persisted, and the retry decides again.
+// decidedOnCurrent makes sure a decision about to change the target was made
+// on the experiment as the API server has it now. The cache can lag behind
+// the status this reconciler has just written, and a decision taken again
+// from the older status would send a toggle or a revert a second time, or
+// end the run on a stale view. A stale decision is a conflict: nothing has
+// been sent or persisted, and the retry decides again.
 func (r *PerfExperimentReconciler) decidedOnCurrent(ctx context.Context, exp *perfv1.PerfExperiment) error {
 	cur := &perfv1.PerfExperiment{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exp), cur); err != nil {
@@ -329,7 +371,7 @@ func (r *PerfExperimentReconciler) decidedOnCurrent(ctx context.Context, exp *pe
 	}
 	if cur.ResourceVersion != exp.ResourceVersion {
 		return apierrors.NewConflict(perfv1.GroupVersion.WithResource("perfexperiments").GroupResource(), exp.Name,
-			fmt.Errorf("decided on resourceVersion %s but the API server has %s; deciding again before sending the revert",
+			fmt.Errorf("decided on resourceVersion %s but the API server has %s; deciding again before changing the target",
 				exp.ResourceVersion, cur.ResourceVersion))
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
 	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/metrics"
 	"perfexp.dev/perf-operator/internal/toggle"
 )
 
@@ -45,6 +46,19 @@ func (r *PerfExperimentReconciler) observe(ctx context.Context, exp *perfv1.Perf
 	pending := exp.Status.Phase == "" || exp.Status.Phase == perfv1.PhasePending
 	if pending && !s.obs.Deleting && exp.Spec.Load.ScriptRef != nil {
 		if s.obs.ScriptMissing, err = r.scriptMissing(ctx, exp); err != nil {
+			return s, err
+		}
+	}
+	if pending && !s.obs.Deleting {
+		s.obs.NotAllowed = r.Allow.refuses(exp)
+		if q := exp.Spec.Metrics.Queries; q != nil {
+			if err := metrics.QueriesFromSpec(q).Validate(); err != nil {
+				s.obs.InvalidSpec = "spec.metrics.queries: " + err.Error()
+			}
+		}
+	}
+	if pending && !s.obs.Deleting && r.Reviewer != nil && dep != nil {
+		if s.obs.Forbidden, err = r.Reviewer.forbidden(ctx, exp, rightsFor(exp)); err != nil {
 			return s, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
+	"perfexp.dev/perf-operator/internal/k6"
 	"perfexp.dev/perf-operator/internal/toggle"
 )
 
@@ -30,15 +31,16 @@ import (
 // +kubebuilder:rbac:groups=perfexp.dev,resources=perfexperiments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=metrics.k8s.io,resources=pods,verbs=get;list
 
-// StalledRecheck is how often an experiment waiting for its script ConfigMap
-// looks again: a ConfigMap it did not create is outside the operator's
-// label-filtered caches, so no event would wake it. Every other wait in
-// preflight is woken by its target Deployment's events.
+// StalledRecheck is how often an experiment waiting for its script ConfigMap,
+// or for its requester to be granted a right, looks again: neither a ConfigMap
+// it did not create nor an RBAC change is in the operator's caches, so no
+// event would wake it. Every other wait in preflight is woken by its target
+// Deployment's events.
 const StalledRecheck = time.Minute
 
 // PerfExperimentReconciler reconciles PerfExperiment objects.
@@ -61,6 +63,14 @@ type PerfExperimentReconciler struct {
 	// Workers is how many experiments are reconciled at once (one at a time
 	// each); at least 1.
 	Workers int
+	// Reviewer checks that each experiment's requester may do its effects
+	// themselves; nil checks nothing (tests of other concerns).
+	Reviewer *Reviewer
+	// Allow is what experiments may name: Prometheus servers and k6 images.
+	Allow AllowList
+	// LoadAPI reads the running k6 pods' live counters; the zero value reaches
+	// pod IPs directly.
+	LoadAPI k6.LiveClient
 
 	samples buffers
 }
@@ -92,7 +102,7 @@ func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 }
 
 func requeueAfter(d engine.Decision) time.Duration {
-	if d.Stall != nil && d.Stall.Reason == perfv1.ReasonScriptNotFound {
+	if d.Stall != nil && (d.Stall.Reason == perfv1.ReasonScriptNotFound || d.Stall.Reason == perfv1.ReasonForbidden) {
 		return StalledRecheck
 	}
 	return d.RequeueAfter

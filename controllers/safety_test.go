@@ -308,3 +308,27 @@ func assertNoRunningJobs(t *testing.T, ns string) {
 		}
 	}
 }
+
+// A query template that misuses a placeholder passes admission (it is a
+// string) but stalls preflight, naming the field, before the target is locked.
+func TestAnInvalidQueryStallsInPreflight(t *testing.T) {
+	d := newDriver(t)
+	d.c.target("app")
+	before := templateJSON(t, d.c.ns, "app")
+	e := shortExperiment(d.c.ns, "app", envToggle())
+	e.Spec.Metrics.Queries = &perfv1.MetricQueries{Heap: `sum by (pod) (go_memstats_heap_alloc_bytes{pod=~{{pod}}})`}
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	exp := d.until("Stalled", func(e *perfv1.PerfExperiment) bool {
+		return meta.IsStatusConditionTrue(e.Status.Conditions, perfv1.ConditionStalled)
+	})
+	c := meta.FindStatusCondition(exp.Status.Conditions, perfv1.ConditionStalled)
+	if c.Reason != perfv1.ReasonInvalidSpec || !strings.Contains(c.Message, "spec.metrics.queries") || !strings.Contains(c.Message, "heap") {
+		t.Fatalf("Stalled %s: %s", c.Reason, c.Message)
+	}
+	if templateJSON(t, d.c.ns, "app") != before {
+		t.Error("the template changed")
+	}
+	assertUnlocked(t, d.c.ns)
+}

@@ -42,12 +42,20 @@ type pending struct {
 	taken    int
 	pods     []guardrail.PodState
 	podNames []string
+	// ready are the live pods that are ready: a sample must have a usable
+	// value for each of them, or its instant is missing (metrics.Expect).
+	ready    []string
 	provider metrics.Provider
 	// toggleError is a refused toggle the engine has not yet aborted on.
 	toggleError string
 	// failedTries counts reconciles in a row whose actions failed, for the
 	// retry's backoff.
 	failedTries uint
+	// live are the k6 pods' last live readings (see readLive).
+	live map[string]liveReading
+	// stale is set when the last sample missed a pod: the pod list may be out
+	// of date (a rollout replaced the pods), so it is listed again at once.
+	stale bool
 }
 
 // buffers holds every experiment's pending samples.
@@ -85,12 +93,15 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 	p := r.samples.get(key)
 	now := obs.Now
 	if engine.SampleDue(exp, p.last, now) {
-		if p.taken%FlushEvery == 0 || p.podNames == nil {
+		if p.taken%FlushEvery == 0 || p.podNames == nil || p.stale {
 			r.refreshPods(ctx, s, p)
 		}
+		p.stale = false
 		if err := r.takeSample(ctx, s, p, now); err != nil {
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
+		// The load is judged with every sample, on the readings of this one.
+		obs.Live = r.readLive(ctx, exp, p)
 		p.last = now
 		p.taken++
 	}
@@ -121,12 +132,17 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 		return fmt.Errorf("%s: %w", p.provider.Name(), err)
 	}
 	if len(got) == 0 {
+		p.stale = true
 		return fmt.Errorf("%s returned no samples for the target's pods", p.provider.Name())
 	}
 	for i := range got {
 		got[i].Time = now // one instant per sample, on the operator's clock
 	}
-	p.samples = append(p.samples, got...)
+	complete := metrics.Expect(got, p.ready)
+	p.samples = append(p.samples, complete...)
+	if len(complete) > len(got) {
+		p.stale = true
+	}
 	return nil
 }
 
@@ -137,10 +153,13 @@ func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, s *scope, p 
 	if err != nil || s.target == nil {
 		return
 	}
-	p.pods, p.podNames = nil, []string{}
+	p.pods, p.podNames, p.ready = nil, []string{}, nil
 	for _, pod := range live {
 		p.podNames = append(p.podNames, pod.Name)
 		p.pods = append(p.pods, podState(&pod, s.container))
+		if podReady(&pod) {
+			p.ready = append(p.ready, pod.Name)
+		}
 	}
 }
 

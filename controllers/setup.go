@@ -33,7 +33,6 @@ func CacheOptions() cache.Options {
 		&batchv1.Job{}:       owned,
 		&corev1.Pod{}:        owned,
 		&appsv1.Deployment{}: owned,
-		&corev1.ConfigMap{}:  owned,
 	}}
 }
 

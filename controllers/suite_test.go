@@ -72,6 +72,9 @@ type operator struct {
 type runtimeToggles struct {
 	http toggle.Sender
 	exec toggle.Execer
+	// review, when set, checks each experiment's requester with
+	// SubjectAccessReviews, as the manager does by default.
+	review bool
 }
 
 func startOperator(t *testing.T, clock *clocktesting.FakeClock, rt runtimeToggles) *operator {
@@ -90,6 +93,9 @@ func startOperator(t *testing.T, clock *clocktesting.FakeClock, rt runtimeToggle
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
 		Recorder: mgr.GetEventRecorderFor("perf-operator"), Clock: clock, HTTP: rt.http, Exec: rt.exec,
 		Metrics: metricsFor(clock),
+	}
+	if rt.review {
+		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock, TTL: time.Minute}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,11 @@ func (r *PerfExperimentReconciler) summarize(ctx context.Context, s *scope, d *e
 		}
 		return ctrl.Result{RequeueAfter: requeueAfter(*d)}, nil
 	}
+	if apierrors.IsConflict(out.err) && !out.refused {
+		// Decided on a stale copy (the cache behind our own last write), or the
+		// object changed meanwhile: nothing was done; decide again.
+		return ctrl.Result{Requeue: true}, nil
+	}
 	log.FromContext(ctx).Info("action failed", "action", out.action, "error", out.err.Error(), "refused", out.refused)
 	if out.refused {
 		p.toggleError = out.err.Error()

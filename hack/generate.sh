@@ -20,6 +20,7 @@ CHART=charts/perf-operator
 cp config/crd/bases/perfexp.dev_perfexperiments.yaml "${CHART}/crds/perfexp.dev_perfexperiments.yaml"
 cp config/rbac/role.yaml "${CHART}/files/manager-role.yaml"
 cp config/rbac/exec/exec_role.yaml "${CHART}/files/exec-role.yaml"
+cp config/admission/requester-policy.yaml "${CHART}/files/requester-policy.yaml"
 cp config/rbac/aggregate_view_role.yaml "${CHART}/files/aggregate-view-role.yaml"
 cp config/rbac/aggregate_edit_role.yaml "${CHART}/files/aggregate-edit-role.yaml"
 # The chart README's values table, from the "# --" comments of values.yaml.

@@ -73,9 +73,6 @@ const (
 
 	// ReasonTargetNotFound: spec.target.deployment does not exist in the namespace.
 	ReasonTargetNotFound = "TargetNotFound"
-	// ReasonTargetNotReady: the target has unavailable replicas or a rollout in
-	// progress before the experiment started.
-	ReasonTargetNotReady = "TargetNotReady"
 	// ReasonTargetMissingLimits: the target container has no CPU or memory limit,
 	// so utilisation cannot be measured.
 	ReasonTargetMissingLimits = "TargetMissingLimits"
@@ -148,6 +145,19 @@ const (
 	// server or a pod did not answer); the reconcile is retried with bounded
 	// backoff and the message names the action.
 	ReasonRetrying = "Retrying"
+	// ReasonForbidden: the user who asked for the experiment may not do one of
+	// its effects themselves (the message names the right and the kubectl
+	// auth can-i line); nothing was changed.
+	ReasonForbidden = "Forbidden"
+	// ReasonNotAllowed: the experiment names a Prometheus URL or k6 image the
+	// operator's installer does not allow (--allowed-prometheus-urls,
+	// --allowed-k6-images); nothing was changed.
+	ReasonNotAllowed = "NotAllowed"
+	// ReasonWindowInvalid: a measured window cannot be trusted (event only).
+	ReasonWindowInvalid = "WindowInvalid"
+	// ReasonAnalysisIncomplete: a stage's full analysis failed and it was
+	// summarised without resource series (event only).
+	ReasonAnalysisIncomplete = "AnalysisIncomplete"
 )
 
 // Annotations and labels the operator puts on objects it touches.
@@ -167,6 +177,14 @@ const (
 	// the same update; a template that no longer matches it was changed by
 	// someone else.
 	AnnotationTemplateHash = "perfexp.dev/template-hash"
+	// AnnotationRequestedBy, -UID and -Groups on an experiment are who created
+	// it or last changed its spec, stamped by the chart's
+	// MutatingAdmissionPolicy from the API server's record of the request; the
+	// operator checks with a SubjectAccessReview that this user may do each of
+	// the experiment's effects themselves.
+	AnnotationRequestedBy       = "perfexp.dev/requested-by"
+	AnnotationRequestedByUID    = "perfexp.dev/requested-by-uid"
+	AnnotationRequestedByGroups = "perfexp.dev/requested-by-groups"
 	// Finalizer makes deletion wait until the toggle is reverted, the load stopped
 	// and the lock released.
 	Finalizer = "perfexp.dev/cleanup"

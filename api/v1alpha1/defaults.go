@@ -172,8 +172,13 @@ func (t *ToggleSpec) Kind() string {
 }
 
 // RollsPods reports whether applying the toggle changes the pod template, and so
-// causes a rollout; runtime (http, exec) toggles do not.
+// causes a rollout: env, jvmOption and args do; runtime (http, exec) toggles, and
+// no toggle at all, do not. It is the one definition the engine, the controller
+// and validation use.
 func (t *ToggleSpec) RollsPods() bool {
-	k := t.Kind()
-	return k != "http" && k != "exec"
+	switch t.Kind() {
+	case "env", "jvmOption", "args":
+		return true
+	}
+	return false
 }

@@ -368,8 +368,8 @@ func TestToggleKind(t *testing.T) {
 		{"args", ToggleSpec{Args: []string{"--profiling"}}, "args", true},
 		{"http", ToggleSpec{HTTP: &HTTPToggle{HTTPRequest: HTTPRequest{Path: "/on"}, Port: 8081}}, "http", false},
 		{"exec", ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}}}, "exec", false},
-		{"none", ToggleSpec{}, "", true},
-		{"empty args", ToggleSpec{Args: []string{}}, "", true},
+		{"none", ToggleSpec{}, "", false},
+		{"empty args", ToggleSpec{Args: []string{}}, "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.toggle.Kind(); got != tt.kind {

@@ -240,7 +240,10 @@ type WindowSeries struct {
 	// (then it has as many points as cpu).
 	// +optional
 	Heap PackedSeries `json:"heap,omitempty"`
-	// Missing counts the samples that could not be taken during the window.
+	// Missing counts the sampling instants of the window without usable
+	// numbers: a failed query, or an instant where a ready pod had no value or a
+	// value that is NaN, infinite or negative. Such an instant is left out of
+	// the series, never summed over the pods that answered.
 	// +optional
 	Missing int32 `json:"missing,omitempty"`
 	// LeftOut counts the samples taken during the window but kept out of its

@@ -32,14 +32,18 @@ import (
 
 // options are the manager's command-line flags.
 type options struct {
-	metricsAddr      string
-	probeAddr        string
-	leaderElect      bool
-	leaderElectionNS string
-	watchNamespaces  string
-	shutdownTimeout  time.Duration
-	execToggles      bool
-	workers          int
+	metricsAddr       string
+	probeAddr         string
+	leaderElect       bool
+	leaderElectionNS  string
+	watchNamespaces   string
+	shutdownTimeout   time.Duration
+	execToggles       bool
+	workers           int
+	authorize         bool
+	authzTTL          time.Duration
+	allowedPrometheus string
+	allowedK6Images   string
 }
 
 func main() {
@@ -50,6 +54,10 @@ func main() {
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces (cluster-wide RBAC needed).")
 	flag.BoolVar(&o.execToggles, "exec-toggles", false, "Run exec toggles (commands in the target pods through pods/exec); needs get and create on pods/exec. Off: experiments with an exec toggle are refused before they change anything.")
+	flag.BoolVar(&o.authorize, "authorize-requesters", true, "Check with SubjectAccessReviews that the user stamped on each experiment by the chart's requester policy may do each of its effects themselves (patch the target, create Jobs, pods/proxy, pods/exec, delete pods); refused or unstamped experiments stall with Forbidden. Turn off only where every experiment author is trusted with the operator's own rights.")
+	flag.DurationVar(&o.authzTTL, "authorization-cache-ttl", time.Minute, "How long a SubjectAccessReview answer is reused; a revoked right takes effect within it.")
+	flag.StringVar(&o.allowedPrometheus, "allowed-prometheus-urls", "", "Comma-separated scheme://host:port of the Prometheus servers experiments may query; empty allows any (the operator then queries any address an experiment author names, from its own network position).")
+	flag.StringVar(&o.allowedK6Images, "allowed-k6-images", "", "Comma-separated glob patterns of the images the k6 load Jobs may run, such as grafana/k6:*; empty allows any.")
 	flag.IntVar(&o.workers, "workers", 4, "How many experiments are reconciled at once (each one at a time, in order); a slow target's toggle or metrics query holds only one of them, for at most its timeout.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	zapOpts := zap.Options{}
@@ -108,6 +116,10 @@ func run(o options) error {
 		Recorder:  mgr.GetEventRecorderFor("perf-operator"),
 		Clock:     clock.RealClock{},
 		Workers:   o.workers,
+		Allow:     controllers.AllowList{PrometheusURLs: splitList(o.allowedPrometheus), K6Images: splitList(o.allowedK6Images)},
+	}
+	if o.authorize {
+		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock.RealClock{}, TTL: o.authzTTL}
 	}
 	if o.execToggles {
 		core, err := kubernetes.NewForConfig(cfg)
@@ -148,6 +160,17 @@ func splitNamespaces(s string) []string {
 	for _, n := range strings.Split(s, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// splitList parses a comma-separated flag, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
 		}
 	}
 	return out

@@ -18,11 +18,13 @@ func (x *decider) analyzing() {
 		if err != nil {
 			in.Trustworthy = false
 			in.CPU, in.Memory, in.Heap = [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}
-			row, err = analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions())
-			if err != nil {
+			// The event says why the full analysis failed, not how the
+			// fallback without resource series fared.
+			var again error
+			if row, again = analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions()); again != nil {
 				row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Verdict: perfv1.VerdictInconclusive}
 			}
-			x.event(true, "AnalysisIncomplete", "stage %s: %v", in.Name, err)
+			x.event(true, perfv1.ReasonAnalysisIncomplete, "stage %s: %v", in.Name, err)
 		}
 		summary = append(summary, row)
 	}

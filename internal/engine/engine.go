@@ -133,6 +133,15 @@ func (x *decider) preflight(planErr error) {
 	case x.obs.ScriptMissing != "":
 		x.stall(perfv1.ReasonScriptNotFound, x.obs.ScriptMissing)
 		return
+	case x.obs.InvalidSpec != "":
+		x.stall(perfv1.ReasonInvalidSpec, x.obs.InvalidSpec)
+		return
+	case x.obs.NotAllowed != "":
+		x.stall(perfv1.ReasonNotAllowed, x.obs.NotAllowed)
+		return
+	case x.obs.Forbidden != "":
+		x.stall(perfv1.ReasonForbidden, x.obs.Forbidden)
+		return
 	case !t.Rollout.Complete && !x.holdsLock():
 		x.wait("target rollout in progress: " + t.Rollout.Message)
 		return
@@ -196,6 +205,9 @@ func (x *decider) advance() {
 	if samplingPhase(x.st.Phase) && !x.measureSamples() {
 		return
 	}
+	if !x.judgeLive() {
+		return
+	}
 	defer x.wakeForSample()
 	switch x.st.Phase {
 	case perfv1.PhaseWarmingUp:
@@ -251,6 +263,10 @@ func (x *decider) stopEverything() {
 	x.deleteRecordedJobs()
 	if x.mayRevert() {
 		x.revert()
+	}
+	if x.obs.Target == nil && x.st.Toggle != nil {
+		// The target is gone, and its pods with the toggle: nothing is applied.
+		x.st.Toggle.Applied, x.st.Toggle.Pods = false, nil
 	}
 	x.release()
 }

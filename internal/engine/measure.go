@@ -90,7 +90,11 @@ func (x *decider) measureSamples() bool {
 		if m.LastSampleTime != nil && !t.After(m.LastSampleTime.Time) {
 			continue // already persisted
 		}
-		m.LastError = ""
+		// An instant with a pod missing or a value that is not a finite,
+		// non-negative number is missing as a whole: summed, it would read as
+		// less use than there was.
+		problem := metrics.Problem(group)
+		m.LastError = problem
 		x.advanceSampleTime(t)
 		// A point belongs to a window only when the period its CPU is averaged
 		// over lies wholly inside the window after its first sampling interval.
@@ -99,16 +103,21 @@ func (x *decider) measureSamples() bool {
 		// containers start, and k6 needs a moment (seconds on a busy node) before
 		// its first request.
 		if w := x.openMeasured(); w != nil && w.Start != nil && !t.Before(w.Start.Time) {
-			if averagedSince(group).Before(w.Start.Add(x.interval())) {
+			switch {
+			case averagedSince(group).Before(w.Start.Add(x.interval())):
 				x.series(w).LeftOut++
-			} else {
+			case problem != "":
+				x.series(w).Missing++
+			default:
 				x.addPoint(w, group)
 			}
 		}
 		// Before the first toggle the samples only teach the guardrail each
 		// pod's healthy sawtooth; from the first toggle on every sample is judged.
+		// The guardrails judge each pod on its own, so the usable values of an
+		// incomplete instant still count; unusable ones are never acted on.
 		observe := x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil
-		if b := x.guard(group, t, observe); b != nil {
+		if b := x.guard(metrics.FiniteAll(group), t, observe); b != nil {
 			x.finish(perfv1.PhaseAborted, b.Reason, b.Message)
 			return false
 		}
@@ -180,19 +189,21 @@ func (x *decider) series(w *perfv1.WindowStatus) *perfv1.WindowSeries {
 	return w.Series
 }
 
-// addPoint appends one instant, summed over the pods, to the window's series and
-// keeps the series bounded by halving its resolution when it grows too long.
+// addPoint appends one complete instant (see metrics.Problem), summed over the
+// pods, to the window's series and keeps the series bounded by halving its
+// resolution when it grows too long. The heap is summed only when every pod
+// has it.
 func (x *decider) addPoint(w *perfv1.WindowStatus, group []metrics.Sample) {
 	s := x.series(w)
 	var cpu, mem, heap float64
 	heapKnown := true
 	for _, smp := range group {
-		cpu += nanToZero(smp.CPUCores)
-		mem += nanToZero(smp.WorkingSetBytes)
+		cpu += smp.CPUCores
+		mem += smp.WorkingSetBytes
 		if math.IsNaN(smp.HeapBytes) {
 			heapKnown = false
 		}
-		heap += nanToZero(smp.HeapBytes)
+		heap += smp.HeapBytes
 	}
 	// The series are packed in the status; a series that does not unpack
 	// (edited by hand) starts again rather than stopping the run.
@@ -228,13 +239,6 @@ func halve(v []int64) []int64 {
 		}
 	}
 	return out
-}
-
-func nanToZero(v float64) float64 {
-	if math.IsNaN(v) {
-		return 0
-	}
-	return v
 }
 
 // interval is the sampling interval (spec.metrics.interval, defaulted).

@@ -198,7 +198,7 @@ func (x *decider) record(rec *perfv1.WindowStatus, job *Job, w k6.Window) bool {
 	rec.Invalid = append(rec.Invalid, x.measurementProblems(rec, w)...)
 	rec.Valid = boolPtr(len(rec.Invalid) == 0)
 	if !*rec.Valid {
-		x.event(true, "WindowInvalid", "%s window of stage %s is not trustworthy: %v", rec.Variant, stageName(x.spec, rec.Stage), rec.Invalid)
+		x.event(true, perfv1.ReasonWindowInvalid, "%s window of stage %s is not trustworthy: %v", rec.Variant, stageName(x.spec, rec.Stage), rec.Invalid)
 	}
 	if x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil {
 		if msg, bad := x.errorRateBreach(rec); bad {

@@ -171,3 +171,40 @@ func TestAFailingRevertEscalatesAfterItsTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A target deleted mid-run took its pods, and the toggle with them: the run
+// fails with TargetNotFound and status no longer says the toggle is applied.
+func TestTargetDeletedMidRunLeavesNothingApplied(t *testing.T) {
+	for _, exp := range []func() *perfv1.PerfExperiment{seedExperiment, envExperiment} {
+		w := newWorld(t, exp())
+		w.runUntil(perfv1.PhaseTreatment)
+		w.exp.Status.Toggle.Pods = []string{"app-1", "app-2"}
+		w.targetExists = false
+		d := w.step()
+		st := w.exp.Status
+		if st.Phase != perfv1.PhaseFailed || st.Abort == nil || st.Abort.Reason != perfv1.ReasonTargetNotFound {
+			t.Fatalf("phase %s abort %+v", st.Phase, st.Abort)
+		}
+		if st.Toggle.Applied || len(st.Toggle.Pods) != 0 {
+			t.Errorf("status says the toggle is on a target that is gone: %+v", st.Toggle)
+		}
+		if slices.Contains(kinds(d), ActionRevertToggle) || slices.Contains(kinds(d), ActionReleaseLock) {
+			t.Errorf("acted on a target that is gone: %v", kinds(d))
+		}
+	}
+}
+
+// What only the operator can check in the spec (a query template misusing a
+// placeholder) stalls preflight before anything is locked.
+func TestAnInvalidQueryStallsInPreflight(t *testing.T) {
+	w := newWorld(t, seedExperiment())
+	obs := w.observe()
+	obs.InvalidSpec = `spec.metrics.queries: heap query: {{pod}} outside a quoted string`
+	d := Decide(w.exp, obs)
+	if d.Stall == nil || d.Stall.Reason != perfv1.ReasonInvalidSpec || !strings.Contains(d.Stall.Message, "spec.metrics.queries") {
+		t.Fatalf("stall %+v", d.Stall)
+	}
+	if len(d.Actions) != 0 {
+		t.Fatalf("actions %v before the spec could run", kinds(d))
+	}
+}

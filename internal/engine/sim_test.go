@@ -52,6 +52,15 @@ type world struct {
 	// metrics-server's window or a rate's range); a sample whose period saw a
 	// k6 pod start reads cpuSpike, the load before and after mixed.
 	cpuWindow time.Duration
+	// metricsFault, when set, may change what the metrics source answers at
+	// each sample (nil and a message: the query failed). The reconciler then
+	// completes the answer against the ready pods, as it does in production.
+	metricsFault func(w *world, got []metrics.Sample) ([]metrics.Sample, string)
+	// live, when set, gives a running load Job's k6 counters after it ran for
+	// elapsed (ok false: its API did not answer); the reconciler reads them
+	// with every sample and passes the previous reading along.
+	live     func(w *world, win k6.Window, elapsed time.Duration) (k6.Live, bool)
+	liveSeen map[string][]LiveLoad
 }
 
 const cpuSpike = 9.9
@@ -91,6 +100,18 @@ func (w *world) observe() Observed {
 			o.Samples = append(o.Samples, metrics.Sample{Time: w.now, Window: w.cpuWindow, Pod: pod, CPUCores: cpu,
 				WorkingSetBytes: 1.5 * (1 << 30), HeapBytes: w.heap(w.now)})
 		}
+		if w.metricsFault != nil {
+			got, failure := w.metricsFault(w, o.Samples)
+			o.Samples = nil
+			if failure != "" {
+				o.SampleFailures = []SampleFailure{{Time: w.now, Message: failure}}
+			} else {
+				o.Samples = metrics.Expect(got, []string{"app-1", "app-2"})
+			}
+		}
+	}
+	if w.live != nil && o.LastPendingSample.Equal(w.now) {
+		o.Live = w.readLive()
 	}
 	o.Deleting = w.exp.DeletionTimestamp != nil
 	if w.targetExists {
@@ -119,6 +140,39 @@ func (w *world) observe() Observed {
 		o.Jobs[name] = job
 	}
 	return o
+}
+
+// readLive reads every running load Job's counters, with each one's previous
+// reading (observe may run twice at one time: the earlier readings count).
+func (w *world) readLive() []LiveLoad {
+	if w.liveSeen == nil {
+		w.liveSeen = map[string][]LiveLoad{}
+	}
+	var out []LiveLoad
+	for name, j := range w.jobs {
+		start := j.created.Add(w.podStart)
+		if w.now.Before(start) || !w.now.Before(start.Add(j.window.Duration)) {
+			continue
+		}
+		c, ok := w.live(w, j.window, w.now.Sub(start))
+		if !ok {
+			continue
+		}
+		l := LiveLoad{Job: name, Pod: name + "-0", At: w.now, Counts: c}
+		seen := w.liveSeen[name]
+		for i := len(seen) - 1; i >= 0; i-- {
+			if seen[i].At.Before(w.now) {
+				l.PrevAt, l.Prev = seen[i].At, seen[i].Counts
+				break
+			}
+		}
+		if n := len(seen); n == 0 || seen[n-1].At.Before(w.now) {
+			w.liveSeen[name] = append(seen, l)
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Job < out[k].Job })
+	return out
 }
 
 // loadChangedWithin says whether a k6 pod started in (now−d, now].

@@ -36,6 +36,15 @@ type Observed struct {
 	// ScriptMissing explains why spec.load.scriptRef cannot be read ("" when it
 	// can, or when there is no scriptRef).
 	ScriptMissing string
+	// Forbidden says which of the experiment's effects its requester may not
+	// do themselves ("" when every one is allowed, or nothing was checked).
+	Forbidden string
+	// InvalidSpec says what in the spec passed admission but cannot run (a
+	// query template that misuses a placeholder), or "".
+	InvalidSpec string
+	// NotAllowed says which Prometheus URL or k6 image the operator's
+	// installer does not allow ("" when all are).
+	NotAllowed string
 	// Samples are the samples taken since the status was last persisted.
 	Samples []metrics.Sample
 	// LastPendingSample is when the newest of Samples (or SampleFailures) was
@@ -43,6 +52,9 @@ type Observed struct {
 	LastPendingSample time.Time
 	// SampleFailures are sampling attempts that failed (a metrics outage).
 	SampleFailures []SampleFailure
+	// Live are the running load pods' live counters, read with the sample
+	// taken in this reconcile (none when no sample was due).
+	Live []LiveLoad
 	// Pods are the target pods' states, for the hard-limit guardrails.
 	Pods []guardrail.PodState
 	// ToggleError is set when the reconciler could not apply the toggle for a

@@ -212,6 +212,7 @@ func (s *State) restartBreach(cfg Config, now time.Time) *Breach {
 // observeSample checks the memory limit and feeds the growth rule; with check
 // false it only records.
 func (s *State) observeSample(cfg Config, smp metrics.Sample, limitBytes float64, check bool) *Breach {
+	smp = metrics.Finite(smp) // NaN, ±Inf or a negative reading is no evidence of anything
 	p := s.track(smp.Pod, smp.Time.UnixMilli())
 	var breach *Breach
 	if check && cfg.MaxUtilization > 0 && limitBytes > 0 && smp.WorkingSetBytes/limitBytes > cfg.MaxUtilization {

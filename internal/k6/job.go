@@ -194,6 +194,7 @@ func container(exp *perfv1.PerfExperiment, w Window, name string, pods int32) co
 		ImagePullPolicy:          corev1.PullIfNotPresent,
 		Command:                  Command(scriptsDir+"/"+ScriptKey, k6.ExtraArgs...),
 		Env:                      append(env(w, name, pods, preVUs, maxVUs, res.Limits.Memory()), deepCopyEnv(k6.Env)...),
+		Ports:                    []corev1.ContainerPort{{Name: APIPortName, ContainerPort: APIPort, Protocol: corev1.ProtocolTCP}},
 		Resources:                res,
 		VolumeMounts:             volumeMounts(exp),
 		SecurityContext:          containerSecurityContext(),
@@ -203,12 +204,13 @@ func container(exp *perfv1.PerfExperiment, w Window, name string, pods int32) co
 }
 
 // Command is the k6 command line that runs a script: quietly (no progress bar in
-// the log), without the REST API server (nothing listens in the pod), without the
-// anonymous usage report (nothing is sent anywhere), with the environment visible
-// to the script, and the user's extra flags (spec.load.k6.extraArgs, such as
-// --out) before the script.
+// the log), with the REST API on the pod's IP at APIPort (the operator reads the
+// live counters there on every sample, see ReadLive), without the anonymous
+// usage report (nothing is sent anywhere), with the environment visible to the
+// script, and the user's extra flags (spec.load.k6.extraArgs, such as --out)
+// before the script.
 func Command(script string, extra ...string) []string {
-	cmd := []string{"k6", "run", "--quiet", "--address=", "--no-usage-report", "--include-system-env-vars"}
+	cmd := []string{"k6", "run", "--quiet", fmt.Sprintf("--address=0.0.0.0:%d", APIPort), "--no-usage-report", "--include-system-env-vars"}
 	cmd = append(cmd, extra...)
 	return append(cmd, script)
 }

@@ -61,7 +61,7 @@ func baseJob() *batchv1.Job {
 						Name:            "k6",
 						Image:           "grafana/k6:1.8.1",
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:         []string{"k6", "run", "--quiet", "--address=", "--no-usage-report", "--include-system-env-vars", "/scripts/run.js"},
+						Command:         []string{"k6", "run", "--quiet", "--address=0.0.0.0:6565", "--no-usage-report", "--include-system-env-vars", "/scripts/run.js"},
 						Env: []corev1.EnvVar{
 							{Name: "PERF_QPS", Value: "500"},
 							{Name: "PERF_PODS", Value: "1"},
@@ -73,6 +73,8 @@ func baseJob() *batchv1.Job {
 							{Name: "K6_NO_USAGE_REPORT", Value: "true"},
 							{Name: "GOMEMLIMIT", Value: "483183820"}, // 90 % of 512Mi
 						},
+						// The REST API, read by the operator on every sample.
+						Ports: []corev1.ContainerPort{{Name: "k6-api", ContainerPort: 6565, Protocol: corev1.ProtocolTCP}},
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")},
@@ -259,8 +261,9 @@ func TestBuildJob(t *testing.T) {
 				e.Spec.Load.K6.ExtraArgs = []string{"--out", "experimental-prometheus-rw"}
 			},
 			want: func(j *batchv1.Job) {
-				j.Spec.Template.Spec.Containers[0].Command = []string{"k6", "run", "--quiet", "--address=", "--no-usage-report",
-					"--include-system-env-vars", "--out", "experimental-prometheus-rw", "/scripts/run.js"}
+				c := &j.Spec.Template.Spec.Containers[0]
+				script := c.Command[len(c.Command)-1]
+				c.Command = append(c.Command[:len(c.Command)-1:len(c.Command)-1], "--out", "experimental-prometheus-rw", script)
 			},
 		},
 		{

@@ -104,6 +104,9 @@ func runK6(t *testing.T, exp *perfv1.PerfExperiment, w Window, userScript string
 	c := job.Spec.Template.Spec.Containers[0]
 	args := append([]string{}, c.Command[1:len(c.Command)-1]...)
 	args = append(args, filepath.Join(dir, "scripts", ScriptKey))
+	// In a pod the REST API listens on the pod's IP; here the "pods" share one
+	// host (and other tests run k6 too), so each takes a free loopback port.
+	args = withAPIAddress(t, args, "127.0.0.1:0")
 
 	pods := int(*job.Spec.Completions)
 	results := make([]*PodResult, pods)
@@ -157,6 +160,20 @@ func runPod(t *testing.T, bin string, args []string, dir string, index int, env 
 		t.Errorf("k6 pod %d: %v", index, err)
 	}
 	return r
+}
+
+// withAPIAddress replaces the Job's --address (k6's REST API) with addr.
+func withAPIAddress(t *testing.T, args []string, addr string) []string {
+	t.Helper()
+	out := append([]string{}, args...)
+	for i, a := range out {
+		if strings.HasPrefix(a, "--address=") {
+			out[i] = "--address=" + addr
+			return out
+		}
+	}
+	t.Fatalf("the Job's k6 command sets no --address: %q", args)
+	return nil
 }
 
 func writeFile(t *testing.T, path, content string) {

@@ -49,7 +49,7 @@ func TestChoose(t *testing.T) {
 		{name: "prometheus up", spec: perfv1.MetricsSpec{Source: perfv1.MetricsSourcePrometheus, Prometheus: prom, Interval: "30s"}, api: up(),
 			want: "prometheus", reason: "metrics.source is prometheus: querying " + url, wantCalled: true},
 		{name: "prometheus down is an error, not a fallback", spec: perfv1.MetricsSpec{Source: perfv1.MetricsSourcePrometheus, Prometheus: prom}, api: down(),
-			err: "metrics.source is prometheus: " + url + " unreachable: prometheus: query vector(1) failed: HTTP 503 Service Unavailable from /api/v1/query: no healthy upstream", wantCalled: true},
+			err: "metrics.source is prometheus: " + url + " unreachable: prometheus: query vector(1) failed: HTTP 503 Service Unavailable from /api/v1/query: not a Prometheus error (body not shown)", wantCalled: true},
 		{name: "prometheus without url", spec: perfv1.MetricsSpec{Source: perfv1.MetricsSourcePrometheus}, api: up(),
 			err: "spec.metrics.prometheus.url is not set"},
 		{name: "prometheus client error", spec: perfv1.MetricsSpec{Source: perfv1.MetricsSourcePrometheus, Prometheus: prom}, clientErr: errors.New("bad url"),

@@ -167,11 +167,8 @@ func describe(err error) string {
 	}
 	var pe *promv1.Error
 	if errors.As(err, &pe) {
-		s := string(pe.Type) + ": " + pe.Msg
-		if d := strings.TrimSpace(pe.Detail); d != "" {
-			s += " (" + truncate(d, 200) + ")"
-		}
-		return s
+		// pe.Detail is the raw body: not shown (see HTTPError.Body).
+		return string(pe.Type) + ": " + pe.Msg
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "timed out"
@@ -257,7 +254,10 @@ type HTTPError struct {
 	Path string
 	// ErrorType and Message are Prometheus' error, when the body carries one.
 	ErrorType, Message string
-	// Body is the start of a body that is not a Prometheus error.
+	// Body is the start of a body that is not a Prometheus error. It is never
+	// part of Error(), which reaches the experiment's status: the operator
+	// must not read back to an experiment's author what an address the author
+	// named answered, beyond its status.
 	Body string
 }
 
@@ -267,7 +267,7 @@ func (e *HTTPError) Error() string {
 	case e.Message != "":
 		s += ": " + e.ErrorType + ": " + e.Message
 	case e.Body != "":
-		s += ": " + e.Body
+		s += ": not a Prometheus error (body not shown)"
 	}
 	return s
 }

@@ -133,9 +133,9 @@ func TestNewPrometheusAPIErrorsNameTheStatus(t *testing.T) {
 		want    string
 		errType string
 	}{
-		{"proxy 503 with html", 503, "<html>upstream unavailable</html>", "HTTP 503 Service Unavailable from /api/v1/query: <html>upstream unavailable</html>", ""},
+		{"proxy 503 with html", 503, "<html>upstream unavailable</html>", "HTTP 503 Service Unavailable from /api/v1/query: not a Prometheus error (body not shown)", ""},
 		{"prometheus 422", 422, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`, "HTTP 422 Unprocessable Entity from /api/v1/query: execution: many-to-many matching not allowed", "execution"},
-		{"auth proxy 401", 401, "Unauthorized", "HTTP 401 Unauthorized from /api/v1/query: Unauthorized", ""},
+		{"auth proxy 401", 401, "Unauthorized", "HTTP 401 Unauthorized from /api/v1/query: not a Prometheus error (body not shown)", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

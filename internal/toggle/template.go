@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
@@ -18,16 +17,6 @@ import (
 // experiment" is the promise and the lock annotation tells others the target is
 // held. Every other field, other variables of the same container and other
 // containers included, is left as it is found.
-
-// RollsPods reports whether the toggle changes the pod template, and so causes a
-// rollout: env, jvmOption and args do; http, exec (and an empty toggle) do not.
-func RollsPods(t *perfv1.ToggleSpec) bool {
-	switch t.Kind() {
-	case KindEnv, KindJVMOption, KindArgs:
-		return true
-	}
-	return false
-}
 
 // ContainerIndex returns the index of the named container in the template's
 // containers; the empty name means the first container. Init containers are not
@@ -154,63 +143,6 @@ func Revert(tmpl *corev1.PodTemplateSpec, rec Record) error {
 	}
 	c.Env = emptyAs(rest, rec.Env.ListNil)
 	return nil
-}
-
-// IsApplied reports whether the toggle is in effect in the template: the toggled
-// variable or args are what Apply sets. Positions are ignored, so a template
-// someone reordered does not cause a second rollout. It is always false for an
-// http toggle, which leaves no trace in the template.
-func IsApplied(t *perfv1.ToggleSpec, tmpl *corev1.PodTemplateSpec, rec Record) (bool, error) {
-	if err := checkMatch(t, rec); err != nil {
-		return false, err
-	}
-	i, err := ContainerIndex(tmpl, rec.Container)
-	if err != nil {
-		return false, err
-	}
-	c := &tmpl.Spec.Containers[i]
-	switch rec.Kind {
-	case KindHTTP, KindExec:
-		return false, nil
-	case KindArgs:
-		return slices.Equal(c.Args, append(rec.Args.original(), t.Args...)), nil
-	}
-	got := varsNamed(c.Env, rec.Env.Name)
-	want := appliedVar(t, rec.Env)
-	if want == nil {
-		return len(got) == 0, nil
-	}
-	return len(got) == 1 && equality.Semantic.DeepEqual(got[0], *want), nil
-}
-
-// IsReverted reports whether the toggled variable or args are as recorded, that
-// is, whether Revert has nothing left to restore. Positions are ignored, as in
-// IsApplied; a missing container counts as reverted, as in Revert.
-func IsReverted(tmpl *corev1.PodTemplateSpec, rec Record) (bool, error) {
-	if err := rec.validate(); err != nil {
-		return false, err
-	}
-	i, err := ContainerIndex(tmpl, rec.Container)
-	if err != nil {
-		return true, nil
-	}
-	c := &tmpl.Spec.Containers[i]
-	switch rec.Kind {
-	case KindHTTP, KindExec:
-		return true, nil
-	case KindArgs:
-		return slices.Equal(c.Args, rec.Args.Original), nil
-	}
-	got := varsNamed(c.Env, rec.Env.Name)
-	if len(got) != len(rec.Env.Entries) {
-		return false, nil
-	}
-	for j := range got {
-		if !equality.Semantic.DeepEqual(got[j], rec.Env.Entries[j].Var) {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // appliedVar is the single entry the toggled variable has while the toggle is on,

@@ -360,7 +360,7 @@ func TestRollsPods(t *testing.T) {
 		{perfv1.ToggleSpec{}, false},
 	}
 	for _, tt := range tests {
-		if got := RollsPods(&tt.spec); got != tt.want {
+		if got := tt.spec.RollsPods(); got != tt.want {
 			t.Errorf("RollsPods(%s) = %v, want %v", tt.spec.Kind(), got, tt.want)
 		}
 	}

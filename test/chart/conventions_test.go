@@ -443,3 +443,26 @@ func TestSecurityContextsMergeIntoTheDefaults(t *testing.T) {
 		t.Errorf("container securityContext %+v: readOnlyRootFilesystem not dropped, or more", sc)
 	}
 }
+
+// The allow-lists reach the manager's flags, and the requester policy is
+// rendered with its binding.
+func TestAllowListsAndRequesterPolicy(t *testing.T) {
+	objs := render(t, "--set", "allowedPrometheusURLs={http://prometheus-operated.monitoring:9090,https://prom.example:443}",
+		"--set", "allowedK6Images={grafana/k6:*}")
+	args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--allowed-prometheus-urls=http://prometheus-operated.monitoring:9090,https://prom.example:443", "--allowed-k6-images=grafana/k6:*"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	for _, a := range deployment(t, render(t)).Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--allowed-") {
+			t.Errorf("default render restricts: %s", a)
+		}
+	}
+	only(t, objs, "MutatingAdmissionPolicy")
+	only(t, objs, "MutatingAdmissionPolicyBinding")
+	if out, err := helmTemplate("--set", "allowedPrometheusURLs={not-a-url}"); err == nil {
+		t.Errorf("a malformed Prometheus URL was accepted:\n%s", out)
+	}
+}

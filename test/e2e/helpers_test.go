@@ -402,3 +402,17 @@ func errorLines(component, ns string, n int) []string {
 	}
 	return out[max(0, len(out)-n):]
 }
+
+// createExperiment creates an experiment, retrying while the API server's
+// admission answers 503: the chart's requester policy (a
+// MutatingAdmissionPolicy) resolves the PerfExperiment kind only once its
+// periodically refreshed discovery has seen the CRD, shortly after install.
+func createExperiment(t *testing.T, exp *perfv1.PerfExperiment) error {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		if err = k8s.Create(t.Context(), exp); !apierrors.IsServiceUnavailable(err) || time.Now().After(deadline) {
+			return err
+		}
+	}
+}

@@ -54,7 +54,7 @@ func TestJVMProfilingExecToggle(t *testing.T) {
 	deploy(t, ns, jvmApp)
 	before := templateJSON(t, ns, jvmApp)
 	exp := experiment(t, "jvm-profiling.yaml", ns, shortJVM)
-	if err := k8s.Create(t.Context(), exp); err != nil {
+	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(exp)
@@ -107,7 +107,7 @@ func TestJVMDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
 		// hard limit must stop the leak, at half the container's limit.
 		e.Spec.Guardrails.Heap.MaxUtilization = "50%"
 	})
-	if err := k8s.Create(t.Context(), exp); err != nil {
+	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
 	}
 	assertSpiralStopped(t, ns, jvmApp, before, exp)
@@ -124,7 +124,7 @@ func TestJVMGCChoiceJVMOption(t *testing.T) {
 		shortJVM(e)
 		e.Spec.Windows.Settle = "40s"
 	})
-	if err := k8s.Create(t.Context(), exp); err != nil {
+	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(exp)

@@ -43,7 +43,7 @@ func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 	deploy(t, ns, toy)
 	before := templateJSON(t, ns, toy)
 	exp := experiment(t, "profiling-overhead.yaml", ns, short(100))
-	if err := k8s.Create(t.Context(), exp); err != nil {
+	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
 	}
 	done := runUntil(t, client.ObjectKeyFromObject(exp), 10*time.Minute, "the run to end", terminal)
@@ -98,7 +98,7 @@ func TestDeathSpiralIsAbortedBeforeTheLimit(t *testing.T) {
 		// what must stop the leak, at half the container's limit.
 		e.Spec.Guardrails.Heap.MaxUtilization = "50%"
 	})
-	if err := k8s.Create(t.Context(), exp); err != nil {
+	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
 	}
 	assertSpiralStopped(t, ns, toy, before, exp)
@@ -111,7 +111,7 @@ func TestEnvToggleRollsAndReverts(t *testing.T) {
 	deploy(t, ns, toy)
 	before := templateJSON(t, ns, toy)
 	exp := experiment(t, "profiling-overhead-env.yaml", ns, short(100))
-	if err := k8s.Create(t.Context(), exp); err != nil {
+	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(exp)
@@ -165,7 +165,7 @@ func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 		short(100)(e)
 		e.Spec.Windows.Treatment = "5m" // long enough to act in
 	})
-	if err := k8s.Create(t.Context(), exp); err != nil {
+	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(exp)

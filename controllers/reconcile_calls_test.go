@@ -1,0 +1,216 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/controllers"
+)
+
+// calls counts reads by kind and name ("Deployment/app", "PodList").
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *calls) add(k string) {
+	c.mu.Lock()
+	c.n[k]++
+	c.mu.Unlock()
+}
+
+func (c *calls) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.n
+	c.n = map[string]int{}
+	return out
+}
+
+func kindOf(o any) string { return fmt.Sprintf("%T", o)[1:] }
+
+type countingClient struct {
+	client.Client
+	c *calls
+}
+
+func (w countingClient) Status() client.SubResourceWriter {
+	return countingStatus{SubResourceWriter: w.Client.Status(), c: w.c}
+}
+
+func (w countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	w.c.add("update " + kindOf(obj))
+	return w.Client.Update(ctx, obj, opts...)
+}
+
+func (w countingClient) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	w.c.add("patch " + kindOf(obj))
+	return w.Client.Patch(ctx, obj, p, opts...)
+}
+
+type countingStatus struct {
+	client.SubResourceWriter
+	c *calls
+}
+
+func (w countingStatus) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	w.c.add("patch status")
+	return w.SubResourceWriter.Patch(ctx, obj, p, opts...)
+}
+
+func (w countingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	w.c.add(kindOf(obj) + "/" + key.Name)
+	return w.Client.Get(ctx, key, obj, opts...)
+}
+
+func (w countingClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	w.c.add(kindOf(list))
+	return w.Client.List(ctx, list, opts...)
+}
+
+type countingReader struct {
+	client.Reader
+	c *calls
+}
+
+func (w countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	w.c.add(kindOf(obj) + "/" + key.Name)
+	return w.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (w countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	w.c.add(kindOf(list))
+	return w.Reader.List(ctx, list, opts...)
+}
+
+// One reconcile reads the target Deployment at most once from the API server
+// (and at most once more from the cache), and lists its pods at most once,
+// whatever it does: preflight with the lock and the first Job, sampling, the
+// toggle. The reconciler is called by hand against the real API server, one
+// reconcile at a time, on a fake clock.
+func TestAReconcileReadsEachObjectOnce(t *testing.T) {
+	clock := newTestClock()
+	c := newCluster(t, clock)
+	dep := c.target("app")
+	targetPods(t, c.ns, dep)
+	cached, uncached := &calls{n: map[string]int{}}, &calls{n: map[string]int{}}
+	admin := newAdminServer(t, clock, "")
+	r := &controllers.PerfExperimentReconciler{
+		Client: countingClient{Client: k8s, c: cached}, APIReader: countingReader{Reader: k8s, c: uncached},
+		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, HTTP: admin.sender(), Metrics: metricsFor(clock),
+	}
+	e := shortExperiment(c.ns, "app", httpToggleSpec())
+	e.Spec.Windows.Settle = "0s"
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
+	seen := map[perfv1.Phase]bool{}
+	checkedJobs := 0
+	for i := 0; i < 400 && !c.experiment("overhead").Status.Phase.IsTerminal(); i++ {
+		cached.reset()
+		uncached.reset()
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		fromCache, fromAPI := cached.reset(), uncached.reset()
+		phase := c.experiment("overhead").Status.Phase
+		seen[phase] = true
+		if n := fromAPI["Deployment/app"]; n > 1 {
+			t.Errorf("reconcile %d (%s): the target read %d times from the API server", i, phase, n)
+		}
+		if n := fromCache["Deployment/app"]; n > 1 {
+			t.Errorf("reconcile %d (%s): the target read %d times from the cache", i, phase, n)
+		}
+		if n := fromAPI[kindOf(&corev1.PodList{})]; n > 1 {
+			t.Errorf("reconcile %d (%s): the target's pods listed %d times", i, phase, n)
+		}
+		if n := fromCache[kindOf(&batchv1.JobList{})]; n > 1 {
+			t.Errorf("reconcile %d (%s): Jobs listed %d times", i, phase, n)
+		}
+		if n := fromCache[kindOf(&perfv1.PerfExperiment{})+"/overhead"]; n > 1 {
+			t.Errorf("reconcile %d (%s): the experiment read %d times", i, phase, n)
+		}
+		// Every Job, the first one included, keeps off the target's pods.
+		var jobs batchv1.JobList
+		if err := k8s.List(context.Background(), &jobs, client.InNamespace(c.ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs.Items {
+			if a := j.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil {
+				t.Errorf("Job %s has no anti-affinity to the target's pods", j.Name)
+			}
+			checkedJobs++
+		}
+		c.tick()
+		if i%2 == 1 {
+			clock.Step(step)
+		}
+	}
+	for _, p := range []perfv1.Phase{perfv1.PhaseBaseline, perfv1.PhaseTreatment, perfv1.PhaseSucceeded} {
+		if !seen[p] {
+			t.Errorf("the run never reached %s (saw %v)", p, seen)
+		}
+	}
+	if checkedJobs == 0 {
+		t.Error("no Job was seen")
+	}
+}
+
+// A waiting experiment costs nothing while its inputs stay as they are: the
+// reconcile that stalls it writes the status once and asks for no requeue (the
+// target's events wake it), and a reconcile with nothing changed writes nothing.
+// A new experiment gets its finalizer and its first status in one reconcile.
+func TestAWaitingExperimentCostsNothing(t *testing.T) {
+	clock := newTestClock()
+	c := newCluster(t, clock)
+	dep := c.target("app")
+	dep.Spec.Template.Spec.Containers[0].Resources.Limits = nil // preflight stalls: no limits
+	if err := k8s.Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	writes := &calls{n: map[string]int{}}
+	r := &controllers.PerfExperimentReconciler{
+		Client: countingClient{Client: k8s, c: writes}, APIReader: k8s,
+		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, Metrics: metricsFor(clock),
+	}
+	e := shortExperiment(c.ns, "app", envToggle())
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := writes.reset()
+	exp := c.experiment("overhead")
+	if exp.Status.Phase != perfv1.PhasePending || len(exp.Finalizers) != 1 {
+		t.Fatalf("after one reconcile: phase %q finalizers %v", exp.Status.Phase, exp.Finalizers)
+	}
+	if first["update v1alpha1.PerfExperiment"] != 1 || first["patch status"] != 1 {
+		t.Errorf("first reconcile wrote %v; want the finalizer and the status, once each", first)
+	}
+	if res.RequeueAfter != 0 || res.Requeue {
+		t.Errorf("a stalled experiment asks to be requeued: %+v", res)
+	}
+	for i := 0; i < 3; i++ {
+		clock.Step(time.Minute)
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if w := writes.reset(); w["patch status"]+w["update v1alpha1.PerfExperiment"] != 0 {
+			t.Errorf("reconcile %d with nothing changed wrote %v", i, w)
+		}
+	}
+}
