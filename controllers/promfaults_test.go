@@ -228,7 +228,7 @@ func TestPrometheusFaultsNeverGiveAVerdict(t *testing.T) {
 			if st.Verdict != perfv1.VerdictInconclusive || len(st.Summary) != 1 || st.Summary[0].Trustworthy {
 				t.Fatalf("verdict %s, summary %+v", st.Verdict, st.Summary)
 			}
-			if passed == nil || passed.Status != metav1.ConditionUnknown || passed.Reason != perfv1.ReasonNoVerdict {
+			if passed == nil || passed.Status != metav1.ConditionUnknown || passed.Reason != perfv1.ReasonInconclusive {
 				t.Fatalf("Passed %+v", passed)
 			}
 		})

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,12 +72,25 @@ func reportOnFinishedRun(t *testing.T, exp *perfv1.PerfExperiment) {
 		t.Fatal(err)
 	}
 	plot := string(b)
-	panels := strings.Count(plot, `class="panel-title"`)
-	if panels < 3 { // CPU, memory, p99; heap only when the target exports it
+	// CPU, memory, p99 (heap only when the target exports it), each window
+	// labelled with its stage in every panel, and the overheads per stage.
+	panels := 0
+	for _, title := range []string{"CPU (cores)", "Memory, working set (MiB)", "p99 latency per window (ms)", "Heap in use (MiB)"} {
+		if strings.Contains(plot, ">"+title+"<") {
+			panels++
+		}
+	}
+	if panels < 3 {
 		t.Errorf("%d panels in the plot; want CPU, memory and p99 at least", panels)
 	}
-	if n := strings.Count(plot, `<line class="toggle"`); n != panels*len(exp.Status.Summary) {
-		t.Errorf("%d toggle markers; want one per stage in each of %d panels", n, panels)
+	for i, s := range exp.Status.Summary {
+		label := fmt.Sprintf("s%d %dqps treatment", i+1, s.QPS)
+		if n := strings.Count(plot, ">"+label+"<"); n != panels {
+			t.Errorf("%d labels %q; want one in each of %d panels", n, label, panels)
+		}
+	}
+	if !strings.Contains(plot, ">toggle applied<") || !strings.Contains(plot, ">overhead per stage (%, 95% interval)<") {
+		t.Error("the plot has no toggle marker in its legend or no overhead panel")
 	}
 	t.Logf("plot: %d panels, %d bytes", panels, len(b))
 	if dst := os.Getenv("PERF_REPORT_KEEP"); dst != "" {
