@@ -369,7 +369,9 @@ func targetNamed(t *testing.T, ns, name, ip string) {
 	}
 }
 
-func templateJSON(t *testing.T, ns string) (string, *appsv1.Deployment) { return templateOf(t, ns, "app") }
+func templateJSON(t *testing.T, ns string) (string, *appsv1.Deployment) {
+	return templateOf(t, ns, "app")
+}
 
 // templateOf is a Deployment's pod template, byte for byte, and the Deployment.
 func templateOf(t *testing.T, ns, name string) (string, *appsv1.Deployment) {
