@@ -256,6 +256,7 @@ func newWorkspace() *workspace {
 	}
 	w.a = make([]float64, 0, maxPoints*(maxPoints-1)/2) // every pair of points
 	w.block, w.chunk = make([]int32, 0, maxPoints), make([]int32, 0, maxPoints)
+	w.th = make([]tooth, 0, maxPoints)
 	return w
 }
 
