@@ -43,6 +43,8 @@ const (
 	// many standard deviations of their median slope. Alone it would be weak;
 	// it only has to tell a leak from a step that already cleared the floor test.
 	teethSigmas = 4
+	// minNoise is the least noise assumed, relative to the level.
+	minNoise = 0.001
 	// allowSigmas: the allowance for faster allocation over the interval
 	// before a floor takes the teeth's extra slope plus two of its standard
 	// deviations.
@@ -130,7 +132,7 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 		return verdict{}, false
 	}
 	ref := w.reference(0, th[k-1].lo)
-	if ref.chunks < minRefTeeth || !(ref.rate > 0) || !(ref.lowNoise > 0) {
+	if ref.chunks < minRefTeeth || !(ref.rate > 0) {
 		return verdict{}, false
 	}
 	// The steps of the newest two cycles, without abnormally big ones (a step
@@ -144,8 +146,15 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	cur := th[k]
 	y, t := w.cy[cur.lo], w.ct[cur.lo]
 	m, top := band(fy, (ref.rate+2*ref.chunkSD)*cur.gap)
-	sigma := ref.lowNoise * spacing / math.Sqrt2
-	teethNoise := math.Max(w.teethNoise(th[:k-1], n, ref.rate), ref.noise*math.Sqrt(math.Pi/2/float64(n)))
+	// A metrics source without noise (a synthetic one) still has the KiB
+	// resolution of the history and real ones some rounding: 0.1 % of the
+	// floor is the least noise assumed.
+	sigma := math.Max(ref.lowNoise*spacing/math.Sqrt2, minNoise*m)
+	// The null's spread from a dozen pairs can come out low by chance; the
+	// noise of a median of n steps and the spread of single cycles' slopes
+	// (over the two cycles tested) bound it from below.
+	teethNoise := math.Max(w.teethNoise(th[:k-1], n, ref.rate),
+		math.Max(ref.noise*math.Sqrt(math.Pi/2/float64(n)), ref.chunkSD/math.Sqrt2))
 	// The allowance for faster allocation uses the extra slope's upper
 	// bound: an underestimate would let a toggle that allocates 30 % more
 	// through.
@@ -200,10 +209,11 @@ func (w *workspace) teethNoise(ref []tooth, n int, rate float64) float64 {
 	return 1.4826 * median(null)
 }
 
-// rampSteps: each of the ramp's newest five steps must rise, and together
-// faster than the limit plus two standard deviations of their noise: a cache
-// filled over up to a minute rises as steadily as a leak, for four or five
-// steps, and then stops; with ConsecutiveBreaches 3 it cannot trip.
+// rampSteps: each of the ramp's newest five steps must rise by more than half
+// the limit plus two standard deviations of the step noise. A cache filled
+// over up to a minute rises as steadily as a leak for four or five steps and
+// then stops; with ConsecutiveBreaches 3 the ramp must last seven steps, and
+// steps of noise alone do not pass.
 const rampSteps = 5
 
 // rampEvidence is the fast evidence for a series without GC drops (a Go
@@ -227,17 +237,11 @@ func (w *workspace) rampEvidence(theta float64) (verdict, bool) {
 		// Still rising now, step after step: a cache fill over a minute rises
 		// steadily too, then stops.
 		ref := w.reference(0, lo)
-		rising, rise := true, 0.0
+		rising := true
 		for j := len(y) - rampSteps; j < len(y); j++ {
-			rising, rise = rising && y[j] > y[j-1], rise+y[j]-y[j-1]
+			rising = rising && y[j]-y[j-1] > (theta/2+2*ref.noise)*(t[j]-t[j-1])
 		}
-		span := t[len(t)-1] - t[len(t)-1-rampSteps]
-		if !rising || !(rise > theta*span+2*ref.noise*span/math.Sqrt(rampSteps)) {
-			continue
-		}
-		// The newest step must be well up too: at the end of a fill the
-		// series stops rising at once.
-		if dt := t[len(t)-1] - t[len(t)-2]; !(y[len(y)-1]-y[len(y)-2] > (theta/2+ref.noise)*dt) {
+		if !rising {
 			continue
 		}
 		biggest := 0.0
@@ -248,7 +252,7 @@ func (w *workspace) rampEvidence(theta float64) (verdict, bool) {
 			continue
 		}
 		m, top := band(append(w.fy[:0], w.cy[:lo]...), math.Inf(1))
-		sigma := ref.noise * (t[1] - t[0]) / math.Sqrt2
+		sigma := math.Max(ref.noise*(t[1]-t[0])/math.Sqrt2, minNoise*m)
 		last := median(append(w.a[:0], y[len(y)-k/3:]...))
 		if !(last-top > jumpSigmas*sigma) {
 			continue
