@@ -287,7 +287,7 @@ func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, 
 		if math.IsNaN(margin) { // computed once, and only when needed
 			margin = w.floorMargin(sawtooth, spacing, lead)
 		}
-		if rise > margin {
+		if rise > margin && w.halvesRise(ft[len(ft)-k:], fy[len(fy)-k:]) > margin {
 			return true, slope
 		}
 	}
@@ -311,17 +311,19 @@ func (w *workspace) floorTrend(ft, fy []float64, theta float64) (slope, rise flo
 	if !(slope > theta) || mannKendallP(fy, w.a) >= pLevel {
 		return 0, 0, false
 	}
-	// Both halves must rise on their own: one step (a cache filled at once)
-	// anywhere in the window leaves at least one half flat, and a step inside
-	// the middle third would otherwise split into two rises of the thirds.
-	h := (len(fy) + 1) / 2
-	if s, _ := theilSen(ft[:h], fy[:h], nil, w.a); !(s > theta) {
-		return 0, 0, false
-	}
-	if s, _ := theilSen(ft[len(ft)-h:], fy[len(fy)-h:], nil, w.a); !(s > theta) {
-		return 0, 0, false
-	}
 	return slope, math.Min(mid-first, last-mid), true
+}
+
+// halvesRise is the smaller of the rises of the window's two halves, each
+// its Theil–Sen slope times its span. Both halves must rise on their own by
+// more than the margin: one step (a cache filled at once) anywhere in the
+// window leaves at least one half flat, and a step inside the middle third
+// would otherwise split into two rises of the thirds.
+func (w *workspace) halvesRise(ft, fy []float64) float64 {
+	h := (len(fy) + 1) / 2
+	s1, _ := theilSen(ft[:h], fy[:h], nil, w.a)
+	s2, _ := theilSen(ft[len(ft)-h:], fy[len(fy)-h:], nil, w.a)
+	return math.Min(s1*(ft[h-1]-ft[0]), s2*(ft[len(ft)-1]-ft[len(ft)-h]))
 }
 
 // floorMargin is what a rise between thirds must exceed: the sampling-phase

@@ -28,8 +28,8 @@ import "math"
 //     lasts. A cache that fills at once (a step) raises the floor but not the
 //     slope, and its rise is one abnormally big step, which is left out;
 //   - the floor's rise is no larger than what the faster teeth can explain
-//     since the reference (times consistency): a step of gigabytes with a
-//     slightly faster tooth is a step.
+//     since the reference: a step of gigabytes with slightly faster teeth is
+//     a step.
 //
 // Leaks that retain only at GC (the teeth keep their slope), slow leaks and
 // pods without enough history are left to the floor trend (growth.go).
@@ -54,8 +54,9 @@ const (
 	// the teeth by 20 %; allocation varies by a few percent from cycle to
 	// cycle. Slower leaks are left to the floor trend.
 	relMin = 0.15
-	// consistency: the floor may have risen at most as much as what the
-	// teeth's extra slope explains since the newest reference floor.
+	// consistency: the floor may have risen at most as much as the teeth's
+	// extra slope explains since the newest reference floor: a step of a
+	// gigabyte with slightly faster teeth is a step.
 	consistency = 1.0
 )
 
