@@ -21,7 +21,7 @@ import "math"
 //  2. Ramp (fast, for series without a sawtooth, such as a Go working set):
 //     the last six to ten points rise steadily, well beyond the noise.
 //  3. Floor trend (slow, six GC cycles or more): the heap after each GC (the
-//     first sample of each cycle; for a series without GC drops, the minimum of
+//     first sample of each cycle; for a series without GC drops, the median of
 //     every four samples) must rise: Theil–Sen and Mann–Kendall over the last
 //     6, 9, 12 … floors, and from each third of them to the next by more than the
 //     sampling phase can explain — which no healthy floor and no one-off step
@@ -45,11 +45,16 @@ const (
 	// rise; with the whole 16-minute history (about 16 floors) it has more power
 	// and the thirds are medians of five.
 	minFloors = 6
-	// floorChunk: without GCs, the floor of every four points (a minute at 15 s).
+	// floorChunk: without GCs, the level of every four points (a minute at 15 s).
 	floorChunk = 4
 	// floorSigmas: the floor's rise must clear six noise standard deviations on
 	// top of the sampling-phase width.
 	floorSigmas = 6
+	// maxJumpShare: no single rise from one floor to the next may make 40 %
+	// of the trend's rise over the window. A leak rises cycle after cycle; a
+	// cache filled over a GC or two rises in one or two jumps, which with the
+	// sampling phase's scatter around them can pass the other tests.
+	maxJumpShare = 0.4
 	// pLevel is the one-sided Mann–Kendall significance level.
 	pLevel = 0.01
 	// spikeRise: a step more than twice the typical rise (plus 5 % of the level)
@@ -262,7 +267,7 @@ func (w *workspace) reference(lo, hi int) (r reference) {
 }
 
 // floorEvidence tests the heap after GC: the first point of each GC cycle (for a
-// series without GCs, the minimum of each floorChunk points). Over the last k
+// series without GCs, the median of each floorChunk points). Over the last k
 // floors, for k = 6, 9, 12 … up to all of them (a leak that began recently is a
 // hinge in a long history, so the newest floors are tested alone too), the
 // floors must rise (Theil–Sen slope above theta, Mann–Kendall p < pLevel), and
@@ -272,7 +277,8 @@ func (w *workspace) reference(lo, hi int) (r reference) {
 // to within one interval's allocation: no healthy median can move by more than
 // that, and a one-off step moves only one of the two differences. This catches
 // leaks that do not steepen the teeth, within about six GC cycles when each
-// cycle retains more than the phase width.
+// cycle retains more than the phase width. Both halves of the window must rise
+// on their own, and no single jump may make most of the rise (maxJumpShare).
 func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, float64) {
 	ft, fy, lead := w.floors(sawtooth, spacing)
 	margin := math.NaN()
@@ -287,7 +293,8 @@ func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, 
 		if math.IsNaN(margin) { // computed once, and only when needed
 			margin = w.floorMargin(sawtooth, spacing, lead)
 		}
-		if rise > margin && w.halvesRise(ft[len(ft)-k:], fy[len(fy)-k:]) > margin {
+		wt, wy := ft[len(ft)-k:], fy[len(fy)-k:]
+		if rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0]) {
 			return true, slope
 		}
 	}
@@ -312,6 +319,15 @@ func (w *workspace) floorTrend(ft, fy []float64, theta float64) (slope, rise flo
 		return 0, 0, false
 	}
 	return slope, math.Min(mid-first, last-mid), true
+}
+
+// biggestJump is the largest rise from one floor to the next.
+func biggestJump(fy []float64) float64 {
+	b := 0.0
+	for i := 1; i < len(fy); i++ {
+		b = math.Max(b, fy[i]-fy[i-1])
+	}
+	return b
 }
 
 // halvesRise is the smaller of the rises of the window's two halves, each
@@ -340,7 +356,7 @@ func (w *workspace) floorMargin(sawtooth bool, spacing, lead float64) float64 {
 
 // floors lists the floor points: for a sawtooth, the first point of each cycle
 // that began with a GC drop right after the previous sample (after a gap or a
-// missed sample the first point may be well up the ramp); otherwise the minimum
+// missed sample the first point may be well up the ramp); otherwise the median
 // of each floorChunk points. It also returns the longest interval before a
 // sawtooth floor.
 func (w *workspace) floors(sawtooth bool, spacing float64) ([]float64, []float64, float64) {
@@ -355,7 +371,10 @@ func (w *workspace) floors(sawtooth bool, spacing float64) ([]float64, []float64
 		}
 		switch {
 		case !sawtooth:
-			ft, fy = append(ft, w.ct[low]), append(fy, w.cy[low])
+			// The level of the chunk: its median, which heavy-tailed noise
+			// moves far less than its minimum.
+			ft = append(ft, (w.ct[i]+w.ct[j-1])/2)
+			fy = append(fy, median(append(w.d[:0], w.cy[i:j]...)))
 		case i > 0 && isDrop(w.cy[i-1], w.cy[i]) && w.ct[i]-w.ct[i-1] < 1.5*spacing:
 			ft, fy = append(ft, w.ct[i]), append(fy, w.cy[i])
 			lead = math.Max(lead, w.ct[i]-w.ct[i-1])

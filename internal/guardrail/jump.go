@@ -143,7 +143,7 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 		return verdict{}, false
 	}
 	n := len(steps)
-	extra := median(steps) - ref.rate
+	extra := hodgesLehmann(steps, w.a) - ref.rate
 	cur := th[k]
 	y, t := w.cy[cur.lo], w.ct[cur.lo]
 	m, top := band(fy, (ref.rate+2*ref.chunkSD)*cur.gap)
@@ -155,7 +155,7 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	// noise of a median of n steps and the spread of single cycles' slopes
 	// (over the two cycles tested) bound it from below.
 	teethNoise := math.Max(w.teethNoise(th[:k-1], n, ref.rate),
-		math.Max(ref.noise*math.Sqrt(math.Pi/2/float64(n)), ref.chunkSD/math.Sqrt2))
+		math.Max(ref.noise*math.Sqrt(math.Pi/3/float64(n)), ref.chunkSD/math.Sqrt2))
 	// The allowance for faster allocation uses the extra slope's upper
 	// bound: an underestimate would let a toggle that allocates 30 % more
 	// through.
@@ -184,8 +184,8 @@ func (w *workspace) steps(lo, hi, limit int, rate float64) []float64 {
 	return steps
 }
 
-// teethNoise is the standard deviation of the teeth statistic — the median of
-// n steps of two consecutive cycles, less the reference rate — on the
+// teethNoise is the standard deviation of the teeth statistic — the
+// Hodges–Lehmann estimate of n steps of two consecutive cycles, less the reference rate — on the
 // reference cycles themselves: each pair of consecutive reference cycles gives
 // one value, from their first n steps. That is the statistic's own null
 // distribution, with the pod's noise, cycle-to-cycle allocation changes and
@@ -196,7 +196,7 @@ func (w *workspace) teethNoise(ref []tooth, n int, rate float64) float64 {
 	for j := 1; j < len(ref); j++ {
 		steps := w.steps(ref[j-1].lo, ref[j].hi, n, rate)
 		if len(steps) == n {
-			null = append(null, median(steps)-rate)
+			null = append(null, hodgesLehmann(steps, w.a)-rate)
 		}
 	}
 	w.c = null

@@ -3,7 +3,9 @@ package guardrail
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"perfexp.dev/perf-operator/internal/guardrail/heapsim"
@@ -183,5 +185,42 @@ func TestResetKeepsRestarts(t *testing.T) {
 	b := st.Observe(cfg, nil, []PodState{{Name: "a", Restarts: 5}}, limit, at(200))
 	if b == nil || b.Reason != "Restarts" {
 		t.Errorf("restarts after Reset not counted from the first Observe: %+v", b)
+	}
+}
+
+// TestRestartSafetyEveryEvidence: for each piece of evidence (the floor's
+// jump, the ramp of a working set, the floor trend), a state that goes through
+// JSON after every sample aborts at the same sample with the same message.
+func TestRestartSafetyEveryEvidence(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(sc *scenario)
+		want  string // in the message: which evidence tripped
+	}{
+		{"jump", func(sc *scenario) {}, "above its usual"},
+		{"ramp", func(sc *scenario) {
+			sc.gen = heapsim.NewGo(rand.New(rand.NewPCG(sc.seed, 1)))
+			sc.heapless = true
+		}, "rising steadily"},
+		{"trend", func(sc *scenario) { sc.gen.LeakAtGC = true }, "after GC rising"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			play := func(trip bool) (*Breach, float64) {
+				sc := newScenario(3, toggle, toggle+1800)
+				c.setup(sc)
+				sc.gen.LeakRate, sc.gen.LeakOnset = 700*mb/60, toggle
+				sc.roundTrip = trip
+				return sc.play()
+			}
+			want, wantAt := play(false)
+			if want == nil || !strings.Contains(want.Message, c.want) {
+				t.Fatalf("reference run: %+v, want a breach saying %q", want, c.want)
+			}
+			got, gotAt := play(true)
+			if got == nil || got.Message != want.Message || gotAt != wantAt {
+				t.Fatalf("with a JSON round trip after every sample: %+v at %.0f s, want %+v at %.0f s", got, gotAt, want, wantAt)
+			}
+		})
 	}
 }
