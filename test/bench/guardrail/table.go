@@ -121,8 +121,8 @@ func measureHealthy(noise float64, kind heapsim.NoiseKind, runs int, guarded flo
 
 func healthyTable(cells []healthyCell) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nFalse aborts on healthy pods (%d patterns × %d samplings, 2 pods per run; see scenarios.go):\n",
-		len(healthyPatterns), len(healthyMix))
+	fmt.Fprintf(&b, "\nFalse aborts on healthy pods (%d patterns × %d samplings, 2 pods per run, 20 minutes recorded then\n"+
+		"5 or 10 hours guarded; see scenarios.go):\n", len(healthyPatterns), len(healthyMix))
 	fmt.Fprintf(&b, "%-12s %12s %8s %22s\n", "noise", "pod-hours", "aborts", "per 10,000 pod-hours")
 	for _, c := range cells {
 		fmt.Fprintf(&b, "%5.1f%% %-5s %12.0f %8d %22.2f\n", 100*c.noise, c.kind, c.podHours, len(c.aborts),
