@@ -117,7 +117,6 @@ func newAdmin(t *testing.T, ip string) *admin {
 	return a
 }
 
-
 func (a *admin) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	a.mu.Lock()
