@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test e2e e2e-jvm soak cluster-up cluster-down tools prometheus generate verify-generated vet build images
+.PHONY: all quickstart test e2e e2e-jvm soak bench-guardrail cluster-up cluster-down tools prometheus generate verify-generated vet build images
 
 all: build
 
@@ -37,6 +37,13 @@ e2e-jvm:
 ## a lock, or a Job created twice. PERFEXP_SOAK_SEED replays a run.
 soak: tools
 	PERFEXP_SOAK_KILLS=$${PERFEXP_SOAK_KILLS:-60} go test -count=1 -timeout 30m -v -run TestSoakRandomKills ./test/crash
+
+## bench-guardrail: the runaway-heap guardrail's full simulation sweep (noise,
+## GC periods, sampling, pods, leak rates and shapes, 10,000+ healthy pod-hours
+## per noise level) with its tables; a few minutes on two cores. The default
+## `go test ./test/bench/guardrail/` is a small subset.
+bench-guardrail:
+	PERF_BENCH_FULL=1 go test -count=1 -timeout 60m -run . -v ./test/bench/guardrail/
 
 ## cluster-up, cluster-down: the local cluster with the operator installed, by hand.
 cluster-up:

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -44,6 +45,7 @@ type options struct {
 	authzTTL          time.Duration
 	allowedPrometheus string
 	allowedK6Images   string
+	metricsSecure     bool
 }
 
 func main() {
@@ -54,6 +56,7 @@ func main() {
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces (cluster-wide RBAC needed).")
 	flag.BoolVar(&o.execToggles, "exec-toggles", false, "Run exec toggles (commands in the target pods through pods/exec); needs get and create on pods/exec. Off: experiments with an exec toggle are refused before they change anything.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS (a self-signed certificate unless one is mounted) to callers the API server authenticates (TokenReview) and authorises for GET /metrics (SubjectAccessReview; the chart's metrics-reader ClusterRole grants it). Off: plain HTTP to anyone who reaches the port.")
 	flag.BoolVar(&o.authorize, "authorize-requesters", true, "Check with SubjectAccessReviews that the user stamped on each experiment by the chart's requester policy may do each of its effects themselves (patch the target, create Jobs, pods/proxy, pods/exec, delete pods); refused or unstamped experiments stall with Forbidden. Turn off only where every experiment author is trusted with the operator's own rights.")
 	flag.DurationVar(&o.authzTTL, "authorization-cache-ttl", time.Minute, "How long a SubjectAccessReview answer is reused; a revoked right takes effect within it.")
 	flag.StringVar(&o.allowedPrometheus, "allowed-prometheus-urls", "", "Comma-separated scheme://host:port of the Prometheus servers experiments may query; empty allows any (the operator then queries any address an experiment author names, from its own network position).")
@@ -84,7 +87,7 @@ func run(o options) error {
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controllers.CacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure},
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "perf-operator.perfexp.dev",
@@ -99,6 +102,9 @@ func run(o options) error {
 		for _, n := range ns {
 			mgrOpts.Cache.DefaultNamespaces[n] = cache.Config{}
 		}
+	}
+	if o.metricsSecure {
+		mgrOpts.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
@@ -127,6 +133,9 @@ func run(o options) error {
 			return fmt.Errorf("creating the core client for exec toggles: %w", err)
 		}
 		r.Exec.Executor = toggle.RemoteExecutor{Config: cfg, Client: core.CoreV1().RESTClient()}
+		if e := testExecutor(mgr.GetAPIReader()); e != nil {
+			r.Exec.Executor = e // faultinject builds only: test/crash has no kubelet to exec in
+		}
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the PerfExperiment controller: %w", err)

@@ -160,7 +160,7 @@ func (x *decider) liveShortfall(rec *perfv1.WindowStatus, c *liveCounts) {
 		}
 	}
 	rec.Invalid = append(rec.Invalid, why)
-	x.event(true, "WindowInvalid", "%s window of stage %s is not trustworthy: %s", rec.Variant, stageName(x.spec, rec.Stage), why)
+	x.event(true, perfv1.ReasonWindowInvalid, "%s window of stage %s is not trustworthy: %s", rec.Variant, stageName(x.spec, rec.Stage), why)
 }
 
 // windowOfJob is the window whose load Job is name.

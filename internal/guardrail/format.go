@@ -31,8 +31,15 @@ func growthMessage(pod, series string, v verdict, cfg Config, current, limitByte
 	perMin := v.slope * 60
 	var b strings.Builder
 	fmt.Fprintf(&b, "pod %s: %s +%s/min, limit %s/min", pod, what, formatBytes(perMin), formatBytes(cfg.MaxGrowthPerMinute))
-	if v.floor {
-		b.WriteString(" (heap after GC rising)")
+	switch v.kind {
+	case evidenceJump:
+		fmt.Fprintf(&b, " (%s after GC %s, %s above its usual %s: %s noise σ)", what, formatBytes(v.floorNow),
+			formatBytes(v.floorNow-v.floorRef), formatBytes(v.floorRef), formatSigmas(v.sigmas))
+	case evidenceRamp:
+		fmt.Fprintf(&b, " (rising steadily: %s, %s above its usual %s: %s noise σ)", formatBytes(v.floorNow),
+			formatBytes(v.floorNow-v.floorRef), formatBytes(v.floorRef), formatSigmas(v.sigmas))
+	case evidenceTrend:
+		fmt.Fprintf(&b, " (%s after GC rising)", what)
 	}
 	if limitBytes > 0 && !math.IsInf(limitBytes, 0) {
 		if left := limitBytes - current; left > 0 {
@@ -66,6 +73,15 @@ func formatBytes(v float64) string {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	return s + " " + units[i]
+}
+
+// formatSigmas writes a number of standard deviations to two significant
+// digits: 4.5, 14, 120.
+func formatSigmas(s float64) string {
+	if s < 9.95 {
+		return strconv.FormatFloat(s, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(s, 'f', 0, 64)
 }
 
 // formatPercent writes a fraction as a percentage with at most one decimal.

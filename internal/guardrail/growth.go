@@ -7,31 +7,29 @@ import "math"
 // A JVM heap under steady load is a sawtooth: it climbs at the allocation rate
 // (2.7 GB/min in the seed story) and drops at each GC. Its raw trend over a few
 // minutes is meaningless — within a cycle it is the allocation rate, across a GC
-// it is hugely negative — so the rule never fits a line through raw samples.
-// It looks at the heap the way a GC log does, with two pieces of evidence:
+// it is hugely negative — so the rule never fits a line through raw samples. It
+// looks at the heap the way a GC log does: what is left after each GC (the
+// floor) is the live set, and a leak is a live set that keeps growing. The
+// teeth's slope alone cannot tell a leak from a toggle that only allocates more
+// (a profiler): both steepen the teeth, only the leak lifts the floor.
 //
-//  1. Cycles (fast, one to two GC cycles). Retained growth is allocation that a GC
-//     does not free: while it lasts, every tooth of the sawtooth climbs faster
-//     than the pod's own teeth did before, by the growth rate (+700 MB/min on a
-//     2.7 GB/min ramp is +26 %). The rule compares the teeth of the last
-//     fastPoints samples with the pod's reference — its history before the last
-//     guardPoints samples — using only pairs of samples within one GC cycle (the
-//     seasonal Kendall slope, cycles as seasons). Comparisons across a GC are
-//     useless at this time scale: the first sample after a GC lands anywhere in
-//     the first sampling interval of the new cycle, which moves it by up to one
-//     interval's allocation (675 MB at 15 s) — as much as a minute of the leak.
-//  2. Floor (slow, six GC cycles or more). The heap after each GC (the first
-//     sample of each cycle; for a series without GC drops, the minimum of every
-//     four samples) must rise: Theil–Sen and Mann–Kendall over the last 6, 9,
-//     12 … floors, and from each third of them to the next by more than the
+// Three pieces of evidence, evaluated on every new point; any one is a breach
+// and the caller aborts after ConsecutiveBreaches breaches in a row:
+//
+//  1. Jump (fast, two GC cycles; jump.go): the newest floor is far above the
+//     band of the pod's own earlier floors and the newest teeth are steeper.
+//  2. Ramp (fast, for series without a sawtooth, such as a Go working set):
+//     the last six to ten points rise steadily, well beyond the noise.
+//  3. Floor trend (slow, six GC cycles or more): the heap after each GC (the
+//     first sample of each cycle; for a series without GC drops, the median of
+//     every four samples) must rise: Theil–Sen and Mann–Kendall over the last
+//     6, 9, 12 … floors, and from each third of them to the next by more than the
 //     sampling phase can explain — which no healthy floor and no one-off step
-//     can do. It catches slower leaks, and leaks that retain objects the
-//     application allocated anyway (the teeth do not steepen).
+//     can do. It catches slow leaks, leaks retained only at GC (the teeth keep
+//     their slope), and pods with too little history for the jump.
 //
-// Both are evaluated on every new point and either counts as a breach; the caller
-// aborts after ConsecutiveBreaches breaches in a row. Both need the pod's own
-// history: the cycles evidence about ten minutes of it (a reference of eight GC
-// cycles), the floor evidence six GC cycles.
+// Each pod is judged on its own history, so one leaking pod of many is found as
+// fast as a single one.
 const (
 	// dropFrac: a fall of more than 15 % between two samples is a GC (or a
 	// scrape dip, see clean). Young collections free far more; noise far less.
@@ -39,46 +37,34 @@ const (
 	// gapFactor: samples further apart than 2.5 intervals are in different
 	// blocks: a GC may hide in the gap.
 	gapFactor = 2.5
-	// fastPoints is the window under test of the cycles evidence: seven samples
-	// (105 s at 15 s), six steps of which a GC takes one or two, leaving enough
-	// within-cycle steps for a median that one spike or step cannot move.
-	fastPoints = 7
-	// guardPoints are the newest samples kept out of the reference, so that the
-	// start of a leak is compared with what came before it, not with itself.
-	guardPoints = 12
-	// chunkPoints splits long blocks (a series without GCs) into chunks the size
-	// of the window under test, so their spread is comparable.
+	// chunkPoints splits long blocks (a series without GCs) into chunks, so
+	// their spread is comparable.
 	chunkPoints = 7
-	// minRefChunks: the reference must hold eight GC cycles (or chunks) before
-	// the cycles evidence is used; with fewer, their spread understates the
-	// pod's normal cycle-to-cycle variation and a healthy cycle can exceed it.
-	minRefChunks = 8
-	// relMin: the teeth must climb at least 15 % faster than the pod's reference
-	// allocation rate. Extra allocation that is not retained (profiling, tracing)
-	// steepens the teeth exactly like a leak until the next GC shows the floor;
-	// with a few percent of cycle-to-cycle jitter, a toggle adding up to about
-	// 5 % allocation never trips the teeth. Slower leaks are left to the floor
-	// evidence, which allocation cannot fool. The seed leak is +26 %.
-	relMin = 0.15
-	// noiseSigmas: the window's median step must clear the measurement noise of a
-	// median of that many steps by four standard deviations: the rule is
-	// evaluated on every sample, millions of times over a year of runs.
-	noiseSigmas = 4
 	// minFloors: the floor evidence needs six floors (six GC cycles): three
 	// thirds of two. Mann–Kendall reaches p < 0.01 on six points only if they all
 	// rise; with the whole 16-minute history (about 16 floors) it has more power
 	// and the thirds are medians of five.
 	minFloors = 6
-	// floorChunk: without GCs, the floor of every four points (a minute at 15 s).
+	// floorChunk: without GCs, the level of every four points (a minute at 15 s).
 	floorChunk = 4
 	// floorSigmas: the floor's rise must clear six noise standard deviations on
 	// top of the sampling-phase width.
 	floorSigmas = 6
+	// maxJumpShare: no single rise from one floor to the next may make 40 %
+	// of the trend's rise over the window. A leak rises cycle after cycle; a
+	// cache filled over a GC or two rises in one or two jumps, which with the
+	// sampling phase's scatter around them can pass the other tests.
+	maxJumpShare = 0.4
 	// pLevel is the one-sided Mann–Kendall significance level.
 	pLevel = 0.01
 	// spikeRise: a step more than twice the typical rise (plus 5 % of the level)
 	// is not the allocation ramp; if it is undone at once it was a spike.
 	spikeRise = 2
+	// rampPoints: the ramp evidence tests the last 6, 8 and 10 points (90 to
+	// 150 s at 15 s): six points that all rise give p = 0.004.
+	rampPoints = 6
+	// minRampRef: and needs eight points before them to know the level.
+	minRampRef = 8
 )
 
 // workspace holds the buffers of one evaluation; it is reused across calls.
@@ -86,6 +72,7 @@ type workspace struct {
 	t, y, ct, cy, ft, fy []float64
 	a, b, c, d           []float64
 	block, chunk         []int32
+	th                   []tooth
 }
 
 // verdict is the outcome of one evaluation of a pod's history.
@@ -93,9 +80,22 @@ type verdict struct {
 	breach bool
 	// slope is the growth estimate in bytes per second.
 	slope float64
-	// floor is true when the floor evidence tripped (and the cycles did not).
-	floor bool
+	// kind is the evidence that tripped.
+	kind evidence
+	// floorNow and floorRef are the newest floor and the reference floors'
+	// median (jump) or the newest and the reference level (ramp), bytes; sigmas
+	// is their distance in noise standard deviations.
+	floorNow, floorRef, sigmas float64
 }
+
+// evidence names the piece of evidence behind a verdict.
+type evidence int
+
+const (
+	evidenceJump evidence = iota + 1
+	evidenceRamp
+	evidenceTrend
+)
 
 // reference summarises the within-cycle slopes (bytes per second) of a stretch of
 // history.
@@ -107,8 +107,11 @@ type reference struct {
 	// allocation rate moves from one GC cycle to the next.
 	spread float64
 	// noise is the robust standard deviation of a single slope: measurement
-	// noise.
-	noise float64
+	// noise; lowNoise is the same from the points in the lower half of the
+	// levels, where the floors are (noise is often relative to the level).
+	noise, lowNoise float64
+	// chunkSD is the robust standard deviation of the per-chunk median slopes.
+	chunkSD float64
 	// chunks counts the chunks with two steps or more, of all.
 	chunks, all int
 }
@@ -126,13 +129,15 @@ func (w *workspace) assess(t, y []float64, theta float64) verdict {
 	}
 	spacing := w.spacing()
 	sawtooth := w.segment(spacing) >= 2
-	if n > guardPoints {
-		if ok, s := w.cyclesEvidence(w.reference(0, n-guardPoints), theta); ok {
-			return verdict{breach: true, slope: s}
+	if sawtooth {
+		if v, ok := w.jumpEvidence(spacing, theta); ok {
+			return v
 		}
+	} else if v, ok := w.rampEvidence(theta); ok {
+		return v
 	}
 	if ok, s := w.floorEvidence(sawtooth, spacing, theta); ok {
-		return verdict{breach: true, slope: s, floor: true}
+		return verdict{breach: true, slope: s, kind: evidenceTrend}
 	}
 	return verdict{}
 }
@@ -210,14 +215,25 @@ func (w *workspace) segment(spacing float64) int {
 
 // reference summarises the within-chunk slopes of the points [lo, hi).
 func (w *workspace) reference(lo, hi int) (r reference) {
+	level := median(append(w.d[:0], w.cy[lo:hi]...))
 	all, diffs, meds := w.a[:0], w.b[:0], w.c[:0]
+	lowDiffs := 0
 	for i := lo; i < hi; {
 		j, start := i, len(all)
 		for j < hi && w.chunk[j] == w.chunk[i] {
 			if j > i {
 				all = append(all, (w.cy[j]-w.cy[j-1])/(w.ct[j]-w.ct[j-1]))
 				if k := len(all); k-start >= 2 {
-					diffs = append(diffs, math.Abs(all[k-1]-all[k-2]))
+					d := math.Abs(all[k-1] - all[k-2])
+					if w.cy[j-1] <= level {
+						// Low diffs first, so both medians come from one buffer.
+						diffs = append(diffs, 0)
+						copy(diffs[lowDiffs+1:], diffs[lowDiffs:])
+						diffs[lowDiffs] = d
+						lowDiffs++
+					} else {
+						diffs = append(diffs, d)
+					}
 				}
 			}
 			j++
@@ -232,68 +248,26 @@ func (w *workspace) reference(lo, hi int) (r reference) {
 	// s2 − s1 has three times the variance of one slope: the noise of a single
 	// slope is the robust spread of |s2 − s1| divided by √3. Unlike deviations
 	// from a chunk's own median, this does not shrink with short chunks.
-	r.chunks, r.noise, r.rate = len(meds), 1.4826*median(diffs)/math.Sqrt(3), median(all)
+	r.chunks, r.rate = len(meds), median(all)
+	r.lowNoise = 1.4826 * median(diffs[:lowDiffs]) / math.Sqrt(3)
+	r.noise = 1.4826 * median(diffs) / math.Sqrt(3)
 	if len(meds) > 0 {
 		lo, hi := meds[0], meds[0]
 		for _, m := range meds {
 			lo, hi = math.Min(lo, m), math.Max(hi, m)
 		}
 		r.spread = hi - lo
+		c := median(meds)
+		for i, m := range meds {
+			meds[i] = math.Abs(m - c)
+		}
+		r.chunkSD = 1.4826 * median(meds)
 	}
 	return r
 }
 
-// cyclesEvidence tests the teeth of the last fastPoints points against the
-// reference. All three must hold:
-//   - the seasonal Theil–Sen slope (pairs within one GC cycle) exceeds the
-//     reference allocation rate by more than theta: the growth estimate;
-//   - the median of the single within-cycle steps — which one spike or one step
-//     cannot move — exceeds the reference rate by more than the pod's own
-//     cycle-to-cycle spread plus theta, by more than the measurement noise plus
-//     theta, and by more than relMin of the allocation rate;
-//   - Mann–Kendall finds an upward trend (p < pLevel) in the implied heap after
-//     GC: the samples minus the reference allocation since their cycle began,
-//     continued across each GC at the estimated growth (the level after a GC is
-//     unknown to within one interval's allocation, so it carries no evidence).
-func (w *workspace) cyclesEvidence(ref reference, theta float64) (bool, float64) {
-	n := len(w.cy)
-	lo := n - fastPoints
-	// Teeth are measurable only with three samples or more in most GC cycles.
-	if ref.chunks < minRefChunks || 4*ref.chunks < 3*ref.all || math.IsNaN(ref.rate) || lo < 1 {
-		return false, 0
-	}
-	t, y, blk := w.ct[lo:], w.cy[lo:], w.block[lo:]
-	sen, pairs := theilSen(t, y, blk, w.a)
-	steps := w.b[:0]
-	for i := 1; i < len(y); i++ {
-		if blk[i] == blk[i-1] {
-			steps = append(steps, (y[i]-y[i-1])/(t[i]-t[i-1]))
-		}
-	}
-	if len(steps) < 3 || pairs < 3 {
-		return false, 0
-	}
-	growth, steady := sen-ref.rate, median(steps)-ref.rate
-	noise := noiseSigmas * ref.noise * math.Sqrt(math.Pi/2/float64(len(steps)))
-	limit := math.Max(math.Max(ref.spread, noise), theta) + theta
-	limit = math.Max(limit, relMin*ref.rate)
-	if !(growth > theta && steady > limit) {
-		return false, 0
-	}
-	g := append(w.c[:0], 0)
-	for i := 1; i < len(y); i++ {
-		dt := t[i] - t[i-1]
-		step := growth * dt
-		if blk[i] == blk[i-1] {
-			step = y[i] - y[i-1] - ref.rate*dt
-		}
-		g = append(g, g[i-1]+step)
-	}
-	return mannKendallP(g, w.d) < pLevel, growth
-}
-
 // floorEvidence tests the heap after GC: the first point of each GC cycle (for a
-// series without GCs, the minimum of each floorChunk points). Over the last k
+// series without GCs, the median of each floorChunk points). Over the last k
 // floors, for k = 6, 9, 12 … up to all of them (a leak that began recently is a
 // hinge in a long history, so the newest floors are tested alone too), the
 // floors must rise (Theil–Sen slope above theta, Mann–Kendall p < pLevel), and
@@ -303,7 +277,8 @@ func (w *workspace) cyclesEvidence(ref reference, theta float64) (bool, float64)
 // to within one interval's allocation: no healthy median can move by more than
 // that, and a one-off step moves only one of the two differences. This catches
 // leaks that do not steepen the teeth, within about six GC cycles when each
-// cycle retains more than the phase width.
+// cycle retains more than the phase width. Both halves of the window must rise
+// on their own, and no single jump may make most of the rise (maxJumpShare).
 func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, float64) {
 	ft, fy, lead := w.floors(sawtooth, spacing)
 	margin := math.NaN()
@@ -318,7 +293,8 @@ func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, 
 		if math.IsNaN(margin) { // computed once, and only when needed
 			margin = w.floorMargin(sawtooth, spacing, lead)
 		}
-		if rise > margin {
+		wt, wy := ft[len(ft)-k:], fy[len(fy)-k:]
+		if rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0]) {
 			return true, slope
 		}
 	}
@@ -345,6 +321,27 @@ func (w *workspace) floorTrend(ft, fy []float64, theta float64) (slope, rise flo
 	return slope, math.Min(mid-first, last-mid), true
 }
 
+// biggestJump is the largest rise from one floor to the next.
+func biggestJump(fy []float64) float64 {
+	b := 0.0
+	for i := 1; i < len(fy); i++ {
+		b = math.Max(b, fy[i]-fy[i-1])
+	}
+	return b
+}
+
+// halvesRise is the smaller of the rises of the window's two halves, each
+// its Theil–Sen slope times its span. Both halves must rise on their own by
+// more than the margin: one step (a cache filled at once) anywhere in the
+// window leaves at least one half flat, and a step inside the middle third
+// would otherwise split into two rises of the thirds.
+func (w *workspace) halvesRise(ft, fy []float64) float64 {
+	h := (len(fy) + 1) / 2
+	s1, _ := theilSen(ft[:h], fy[:h], nil, w.a)
+	s2, _ := theilSen(ft[len(ft)-h:], fy[len(fy)-h:], nil, w.a)
+	return math.Min(s1*(ft[h-1]-ft[0]), s2*(ft[len(ft)-1]-ft[len(ft)-h]))
+}
+
 // floorMargin is what a rise between thirds must exceed: the sampling-phase
 // width — the most a cycle's first sample can sit above its floor, the fastest
 // cycle's allocation over the longest interval before a floor — plus noise.
@@ -359,7 +356,7 @@ func (w *workspace) floorMargin(sawtooth bool, spacing, lead float64) float64 {
 
 // floors lists the floor points: for a sawtooth, the first point of each cycle
 // that began with a GC drop right after the previous sample (after a gap or a
-// missed sample the first point may be well up the ramp); otherwise the minimum
+// missed sample the first point may be well up the ramp); otherwise the median
 // of each floorChunk points. It also returns the longest interval before a
 // sawtooth floor.
 func (w *workspace) floors(sawtooth bool, spacing float64) ([]float64, []float64, float64) {
@@ -374,7 +371,10 @@ func (w *workspace) floors(sawtooth bool, spacing float64) ([]float64, []float64
 		}
 		switch {
 		case !sawtooth:
-			ft, fy = append(ft, w.ct[low]), append(fy, w.cy[low])
+			// The level of the chunk: its median, which heavy-tailed noise
+			// moves far less than its minimum.
+			ft = append(ft, (w.ct[i]+w.ct[j-1])/2)
+			fy = append(fy, median(append(w.d[:0], w.cy[i:j]...)))
 		case i > 0 && isDrop(w.cy[i-1], w.cy[i]) && w.ct[i]-w.ct[i-1] < 1.5*spacing:
 			ft, fy = append(ft, w.ct[i]), append(fy, w.cy[i])
 			lead = math.Max(lead, w.ct[i]-w.ct[i-1])

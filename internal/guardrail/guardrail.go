@@ -6,16 +6,15 @@
 //
 // Integration:
 //   - Record the samples taken before the first toggle (the baseline window):
-//     the growth rule compares each pod's GC cycles with its own recent cycles and
-//     needs about ten minutes of them to abort within two GC cycles of a leak's
-//     onset (67–109 s for the seed story in test/bench/guardrail). Without that
-//     history only the slower floor evidence can act, after six GC cycles or
-//     more (330–500 s for the seed story, against 600–730 s for a "> 90 % of the
-//     limit" rule).
+//     the growth rule learns each pod's heap after GC (its floor) and the band
+//     it stays in, and needs about eight GC cycles of it (ten minutes at one GC
+//     a minute) to judge a jump of the floor within two or three GC cycles of
+//     a leak's onset. Without that history only the slower floor trend acts,
+//     after six GC cycles or more. test/bench/guardrail measures both.
 //   - Observe every sample from the first toggle on; abort on a non-nil Breach.
-//   - Reset when the load rate changes (a new stage starts): a new request rate is
-//     a new allocation rate, which the growth rule cannot tell from a leak for a
-//     GC cycle or two. Reset keeps the restart count.
+//   - Reset when the load rate changes (a new stage starts). The rule judges the
+//     floor, so a new allocation rate alone does not trip it, but the pods'
+//     history then describes another load; Reset keeps the restart count.
 //
 // The growth rule is described in growth.go, with the reasons for its parameters.
 package guardrail
@@ -257,6 +256,7 @@ func newWorkspace() *workspace {
 	}
 	w.a = make([]float64, 0, maxPoints*(maxPoints-1)/2) // every pair of points
 	w.block, w.chunk = make([]int32, 0, maxPoints), make([]int32, 0, maxPoints)
+	w.th = make([]tooth, 0, maxPoints)
 	return w
 }
 

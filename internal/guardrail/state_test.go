@@ -3,10 +3,12 @@ package guardrail
 import (
 	"encoding/json"
 	"fmt"
-	"math"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
+	"perfexp.dev/perf-operator/internal/guardrail/heapsim"
 	"perfexp.dev/perf-operator/internal/metrics"
 )
 
@@ -28,7 +30,7 @@ func roundTrip(st State) State {
 func fleet(restartEvery int) []string {
 	cfg := defaultConfig()
 	cfg.MaxRestarts = 10
-	gens := map[string]*heapGen{}
+	gens := map[string]*heapsim.Pod{}
 	for i := 0; i < 3; i++ {
 		gens[fmt.Sprintf("old-%d", i)] = newGen(uint64(i))
 	}
@@ -40,7 +42,7 @@ func fleet(restartEvery int) []string {
 			for i := 0; i < 3; i++ {
 				delete(gens, fmt.Sprintf("old-%d", i))
 				g := newGen(uint64(10 + i))
-				g.started, g.warm, g.leak, g.onset = t, 150, 700*mb/60, t
+				g.Started, g.Warm, g.LeakRate, g.LeakOnset = t, 150, 700*mb/60, t
 				gens[fmt.Sprintf("new-%d", i)] = g
 			}
 		}
@@ -48,10 +50,10 @@ func fleet(restartEvery int) []string {
 		var pods []PodState
 		for _, name := range sortedKeys(gens) {
 			g := gens[name]
-			smp = append(smp, g.sample(name, t, false))
+			smp = append(smp, sample(g, name, t, false))
 			started := epoch.Add(-3600e9)
-			if !math.IsInf(g.started, -1) {
-				started = at(g.started)
+			if g.Started > 0 {
+				started = at(g.Started)
 			}
 			pods = append(pods, PodState{Name: name, StartedAt: started})
 		}
@@ -69,7 +71,7 @@ func fleet(restartEvery int) []string {
 	return trace
 }
 
-func sortedKeys(m map[string]*heapGen) []string {
+func sortedKeys(m map[string]*heapsim.Pod) []string {
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
@@ -113,7 +115,7 @@ func TestReplayIsIdempotent(t *testing.T) {
 	g := newGen(4)
 	var st State
 	for k := 0; k < 100; k++ {
-		smp := []metrics.Sample{g.sample("a", float64(k)*15, false)}
+		smp := []metrics.Sample{sample(g, "a", float64(k)*15, false)}
 		st.Observe(cfg, smp, nil, limit, smp[0].Time)
 		before := roundTrip(st)
 		st.Observe(cfg, smp, nil, limit, smp[0].Time)
@@ -128,7 +130,7 @@ func TestReplayIsIdempotent(t *testing.T) {
 func TestStateIsBounded(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.MaxRestarts = 1 << 30
-	gens := make([]*heapGen, 10)
+	gens := make([]*heapsim.Pod, 10)
 	for i := range gens {
 		gens[i] = newGen(uint64(i))
 	}
@@ -136,7 +138,7 @@ func TestStateIsBounded(t *testing.T) {
 	for k := 0; k < 10000; k++ {
 		var smp []metrics.Sample
 		for i, g := range gens {
-			smp = append(smp, g.sample(fmt.Sprintf("mall-gateway-7d9c8b6f5-%05d", i), float64(k)*15, false))
+			smp = append(smp, sample(g, fmt.Sprintf("mall-gateway-7d9c8b6f5-%05d", i), float64(k)*15, false))
 		}
 		st.Observe(cfg, smp, nil, limit, smp[0].Time)
 	}
@@ -169,7 +171,7 @@ func TestResetKeepsRestarts(t *testing.T) {
 	g := newGen(1)
 	var st State
 	for k := 0; k < 10; k++ {
-		smp := []metrics.Sample{g.sample("a", float64(k)*15, false)}
+		smp := []metrics.Sample{sample(g, "a", float64(k)*15, false)}
 		st.Observe(cfg, smp, []PodState{{Name: "a", Restarts: 3 + int32(k/5)}}, limit, smp[0].Time)
 	}
 	st.Reset()
@@ -183,5 +185,42 @@ func TestResetKeepsRestarts(t *testing.T) {
 	b := st.Observe(cfg, nil, []PodState{{Name: "a", Restarts: 5}}, limit, at(200))
 	if b == nil || b.Reason != "Restarts" {
 		t.Errorf("restarts after Reset not counted from the first Observe: %+v", b)
+	}
+}
+
+// TestRestartSafetyEveryEvidence: for each piece of evidence (the floor's
+// jump, the ramp of a working set, the floor trend), a state that goes through
+// JSON after every sample aborts at the same sample with the same message.
+func TestRestartSafetyEveryEvidence(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(sc *scenario)
+		want  string // in the message: which evidence tripped
+	}{
+		{"jump", func(sc *scenario) {}, "above its usual"},
+		{"ramp", func(sc *scenario) {
+			sc.gen = heapsim.NewGo(rand.New(rand.NewPCG(sc.seed, 1)))
+			sc.heapless = true
+		}, "rising steadily"},
+		{"trend", func(sc *scenario) { sc.gen.LeakAtGC = true }, "after GC rising"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			play := func(trip bool) (*Breach, float64) {
+				sc := newScenario(3, toggle, toggle+1800)
+				c.setup(sc)
+				sc.gen.LeakRate, sc.gen.LeakOnset = 700*mb/60, toggle
+				sc.roundTrip = trip
+				return sc.play()
+			}
+			want, wantAt := play(false)
+			if want == nil || !strings.Contains(want.Message, c.want) {
+				t.Fatalf("reference run: %+v, want a breach saying %q", want, c.want)
+			}
+			got, gotAt := play(true)
+			if got == nil || got.Message != want.Message || gotAt != wantAt {
+				t.Fatalf("with a JSON round trip after every sample: %+v at %.0f s, want %+v at %.0f s", got, gotAt, want, wantAt)
+			}
+		})
 	}
 }

@@ -73,6 +73,21 @@ func nth(x []float64, k int) float64 {
 	return x[k]
 }
 
+// hodgesLehmann is the Hodges–Lehmann estimate of x's centre: the median of
+// the means of all pairs (i ≤ j). It is nearly as efficient as the mean with
+// Gaussian noise (95 %, against 64 % for the median) and, like the median,
+// not moved far by one outlier, which the teeth evidence needs at 2–3 % noise.
+// buf is scratch space for len(x)·(len(x)+1)/2 values.
+func hodgesLehmann(x, buf []float64) float64 {
+	buf = buf[:0]
+	for i := range x {
+		for j := i; j < len(x); j++ {
+			buf = append(buf, (x[i]+x[j])/2)
+		}
+	}
+	return median(buf)
+}
+
 // theilSen is the Theil–Sen slope of the points (t, y): the median of the slopes
 // of all pairs i < j. With block non-nil only pairs in the same block count: that
 // is the seasonal Kendall slope of Hirsch, Slack and Smith (1982) with GC cycles as

@@ -323,8 +323,14 @@ func TestRealK6SummaryFits(t *testing.T) {
 	}
 	load, invalid := Combine(results, w)
 	t.Logf("coarse histograms of widths %d and %d: p50 %g ms, p99 %g ms", results[0].Histogram.Width, results[1].Histogram.Width, load.P50Ms, load.P99Ms)
-	if len(invalid) > 0 || load.P50Ms < 1 || load.P99Ms < load.P50Ms || load.P99Ms > 100 {
-		t.Errorf("coarse histograms: %+v, %q", load, invalid)
+	// The coarse p99 agrees with the pods' own exact p99s (k6's summary) within
+	// the coarsening's resolution, whatever latency this machine adds.
+	lo, hi := results[0].P99Ms, results[0].P99Ms
+	for _, r := range results[1:] {
+		lo, hi = min(lo, r.P99Ms), max(hi, r.P99Ms)
+	}
+	if len(invalid) > 0 || load.P50Ms < 1 || load.P99Ms < load.P50Ms || load.P99Ms < lo/2 || load.P99Ms > 2*hi {
+		t.Errorf("coarse histograms: %+v, %q; the pods' exact p99s are %g..%g ms", load, invalid, lo, hi)
 	}
 
 	results = runK6(t, exp, w, "", EnvSummaryLimit+"=280")

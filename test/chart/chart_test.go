@@ -56,11 +56,15 @@ func TestValuesShapeTheRender(t *testing.T) {
 				t.Errorf("defaults render %d extra %s, want none", n, kind)
 			}
 		}
-		// The manager's role, and the tenants' view and edit roles.
-		if got := names(find(objs, "ClusterRole")); !slices.Equal(got, []string{"perf-operator-edit", "perf-operator-manager", "perf-operator-view"}) {
+		// The manager's role, the tenants' view and edit roles, and the role to
+		// read the HTTPS metrics endpoint.
+		if got := names(find(objs, "ClusterRole")); !slices.Equal(got, []string{"perf-operator-edit", "perf-operator-manager", "perf-operator-metrics-reader", "perf-operator-view"}) {
 			t.Errorf("ClusterRoles %v", got)
 		}
-		only(t, objs, "ClusterRoleBinding")
+		// The manager's binding, and system:auth-delegator for the metrics endpoint.
+		if got := names(find(objs, "ClusterRoleBinding")); !slices.Equal(got, []string{"perf-operator-manager", "perf-operator-metrics-auth"}) {
+			t.Errorf("ClusterRoleBindings %v", got)
+		}
 		only(t, objs, "ServiceAccount")
 		only(t, objs, "Service")
 		var d appsv1.Deployment
@@ -76,8 +80,10 @@ func TestValuesShapeTheRender(t *testing.T) {
 	})
 	t.Run("namespaced", func(t *testing.T) {
 		objs := render(t, "-f", "test/chart/testdata/namespaced.yaml")
-		if n := len(find(objs, "ClusterRole")) + len(find(objs, "ClusterRoleBinding")); n != 0 {
-			t.Errorf("namespaced mode rendered %d cluster-wide RBAC objects", n)
+		// Only the metrics endpoint's caller checks are cluster-wide: the reviews
+		// they need are cluster-scoped.
+		if got := append(names(find(objs, "ClusterRole")), names(find(objs, "ClusterRoleBinding"))...); !slices.Equal(got, []string{"perf-operator-metrics-reader", "perf-operator-metrics-auth"}) {
+			t.Errorf("namespaced mode rendered cluster-wide RBAC objects %v", got)
 		}
 		for _, kind := range []string{"Role", "RoleBinding"} {
 			got := map[string]bool{}
@@ -128,7 +134,9 @@ func TestValuesShapeTheRender(t *testing.T) {
 			t.Errorf("pull secrets %v, priority class %q, labels %v", p.ImagePullSecrets, p.PriorityClassName, d.Spec.Template.Labels)
 		}
 		// A cluster-scoped install may still watch only some namespaces.
-		only(t, objs, "ClusterRoleBinding")
+		if n := len(find(objs, "ClusterRoleBinding")); n != 2 {
+			t.Errorf("%d ClusterRoleBindings, want the manager's and the metrics endpoint's", n)
+		}
 	})
 	t.Run("monitoring", func(t *testing.T) {
 		objs := render(t, "-f", "test/chart/testdata/monitoring.yaml")

@@ -99,9 +99,14 @@ type admin struct {
 	got []string // "on", "on=409", "off"
 }
 
+// adminPort is every pod's admin port: each pod has its own loopback address, so
+// they share one port, which the manager's exec stand-in (PERFEXP_EXEC_VIA_HTTP)
+// needs.
+const adminPort = 18081
+
 func newAdmin(t *testing.T, ip string) *admin {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(adminPort)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +116,6 @@ func newAdmin(t *testing.T, ip string) *admin {
 	t.Cleanup(func() { _ = a.srv.Close() })
 	return a
 }
-
-func (a *admin) port() int32 { return int32(a.ln.Addr().(*net.TCPAddr).Port) }
 
 func (a *admin) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
@@ -271,12 +274,12 @@ func startOperator(t *testing.T, ns, killAfter string, n int) *operatorProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(manager, "--kubeconfig", kubecfg, "--watch-namespaces", ns,
+	cmd := exec.Command(manager, "--kubeconfig", kubecfg, "--watch-namespaces", ns, "--exec-toggles",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		// Requester checks are tested in controllers/tenant_test.go; here every
 		// experiment is the admin's and no requester policy is installed.
 		"--authorize-requesters=false")
-	cmd.Env = append(os.Environ(), "PERFEXP_KILL_AFTER="+killAfter)
+	cmd.Env = append(os.Environ(), "PERFEXP_KILL_AFTER="+killAfter, "PERFEXP_EXEC_VIA_HTTP="+strconv.Itoa(adminPort))
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -369,7 +372,9 @@ func targetNamed(t *testing.T, ns, name, ip string) {
 	}
 }
 
-func templateJSON(t *testing.T, ns string) (string, *appsv1.Deployment) { return templateOf(t, ns, "app") }
+func templateJSON(t *testing.T, ns string) (string, *appsv1.Deployment) {
+	return templateOf(t, ns, "app")
+}
 
 // templateOf is a Deployment's pod template, byte for byte, and the Deployment.
 func templateOf(t *testing.T, ns, name string) (string, *appsv1.Deployment) {
@@ -383,6 +388,21 @@ func templateOf(t *testing.T, ns, name string) (string, *appsv1.Deployment) {
 }
 
 func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// toggleOf is a toggle of the kind whose "on" and "off" reach a pod's admin
+// endpoint (http directly, exec through the manager's stand-in), or an env toggle.
+func toggleOf(kind string) perfv1.ToggleSpec {
+	on := "on"
+	switch kind {
+	case "http":
+		return perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{Port: adminPort, Timeout: "5s",
+			HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "on"},
+			Revert:      perfv1.HTTPRequest{Path: "/admin/profiling", Body: "off"}}}
+	case "exec":
+		return perfv1.ToggleSpec{Exec: &perfv1.ExecToggle{Command: []string{"on"}, Revert: []string{"off"}, Timeout: "5s"}}
+	}
+	return perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &on}}
+}
 
 func experiment(ns string, toggle perfv1.ToggleSpec) *perfv1.PerfExperiment {
 	return &perfv1.PerfExperiment{
@@ -404,31 +424,32 @@ func waitTerminal(t *testing.T, ns string) *perfv1.PerfExperiment {
 }
 
 // TestCrashBetweenAnEffectAndItsStatusWrite kills the manager after each kind
-// of effect, for an http (runtime) and an env (template) toggle, restarts it,
-// and checks exactly what the target went through.
+// of effect, for http and exec (runtime) and env (template) toggles, restarts
+// it, and checks exactly what the target went through.
 func TestCrashBetweenAnEffectAndItsStatusWrite(t *testing.T) {
-	on := "on"
 	for i, tc := range []struct {
 		name, killAfter string
-		http            bool
+		kind            string // http, exec or env
 		phase           perfv1.Phase
 		reason          string
 		// requests is what the one pod's admin endpoint must have received.
 		requests []string
 	}{
-		{"http: after taking the lock", "AcquireLock:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off"}},
-		{"http: after creating the baseline Job", "CreateJob:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off"}},
+		{"http: after taking the lock", "AcquireLock:1", "http", perfv1.PhaseSucceeded, "", []string{"on", "off"}},
+		{"http: after creating the baseline Job", "CreateJob:1", "http", perfv1.PhaseSucceeded, "", []string{"on", "off"}},
 		// The pod switched on; the restarted operator sends "on" again, the pod
 		// refuses (already on), and the run aborts: the pod recorded before the
 		// send is still switched back.
-		{"http: with the apply sent", "ApplyToggle:1", true, perfv1.PhaseAborted, perfv1.ReasonToggleFailed, []string{"on", "on=409", "off"}},
-		{"http: with the revert sent", "RevertToggle:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off", "off"}},
+		{"http: with the apply sent", "ApplyToggle:1", "http", perfv1.PhaseAborted, perfv1.ReasonToggleFailed, []string{"on", "on=409", "off"}},
+		{"http: with the revert sent", "RevertToggle:1", "http", perfv1.PhaseSucceeded, "", []string{"on", "off", "off"}},
 		// The revert and the release are one decision here (one stage, no
 		// settle): its status write is lost with the process, so the restarted
 		// operator decides the ending again and sends "off" once more.
-		{"http: after releasing the lock", "ReleaseLock:1", true, perfv1.PhaseSucceeded, "", []string{"on", "off", "off"}},
-		{"env: with the apply written", "ApplyToggle:1", false, perfv1.PhaseSucceeded, "", nil},
-		{"env: with the revert written", "RevertToggle:1", false, perfv1.PhaseSucceeded, "", nil},
+		{"http: after releasing the lock", "ReleaseLock:1", "http", perfv1.PhaseSucceeded, "", []string{"on", "off", "off"}},
+		{"exec: with the apply run", "ApplyToggle:1", "exec", perfv1.PhaseAborted, perfv1.ReasonToggleFailed, []string{"on", "on=409", "off"}},
+		{"exec: with the revert run", "RevertToggle:1", "exec", perfv1.PhaseSucceeded, "", []string{"on", "off", "off"}},
+		{"env: with the apply written", "ApplyToggle:1", "env", perfv1.PhaseSucceeded, "", nil},
+		{"env: with the revert written", "RevertToggle:1", "env", perfv1.PhaseSucceeded, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -438,12 +459,7 @@ func TestCrashBetweenAnEffectAndItsStatusWrite(t *testing.T) {
 			target(t, ns, ip)
 			before, dep := templateJSON(t, ns)
 			w := startWorld(t, ns)
-			spec := perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &on}}
-			if tc.http {
-				spec = perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{Port: pod.port(), Timeout: "5s",
-					HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "on"},
-					Revert:      perfv1.HTTPRequest{Path: "/admin/profiling", Body: "off"}}}
-			}
+			spec := toggleOf(tc.kind)
 			if err := k8s.Create(context.Background(), experiment(ns, spec)); err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +473,7 @@ func TestCrashBetweenAnEffectAndItsStatusWrite(t *testing.T) {
 			if tg := exp.Status.Toggle; tg == nil || tg.Applied || len(tg.Pods) != 0 {
 				t.Errorf("status.toggle at the end: %+v", tg)
 			}
-			if tc.http {
+			if tc.kind != "env" {
 				// The restarted operator may still be finishing its last
 				// request; the admin log is complete once the lock is gone.
 				time.Sleep(time.Second)
@@ -478,7 +494,7 @@ func TestCrashBetweenAnEffectAndItsStatusWrite(t *testing.T) {
 			// Taking and releasing the lock move the generation once each; an
 			// env toggle adds one apply and one revert, whatever the crash.
 			wantGen := dep.Generation + 2
-			if !tc.http {
+			if tc.kind == "env" {
 				wantGen += 2
 			}
 			if depAfter.Generation != wantGen {

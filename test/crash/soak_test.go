@@ -34,25 +34,20 @@ func TestSoakRandomKills(t *testing.T) {
 
 	ns := newNamespace(t)
 	w := startWorld(t, ns)
-	const perKind = 6
-	on := "on"
+	const perKind = 4
+	kinds := []string{"http", "exec", "env"}
 	type run struct {
 		name, kind string
 		admin      *admin
 		before     string
 	}
 	var runs []*run
-	for i := 0; i < 2*perKind; i++ {
-		r := &run{name: fmt.Sprintf("soak-%d", i), kind: "http"}
-		spec := perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &on}}
+	for i := 0; i < len(kinds)*perKind; i++ {
+		r := &run{name: fmt.Sprintf("soak-%d", i), kind: kinds[i%len(kinds)]}
+		spec := toggleOf(r.kind)
 		ip := fmt.Sprintf("127.0.0.%d", 100+i)
-		if i%2 == 0 {
+		if r.kind != "env" {
 			r.admin = newAdmin(t, ip)
-			spec = perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{Port: r.admin.port(), Timeout: "5s",
-				HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "on"},
-				Revert:      perfv1.HTTPRequest{Path: "/admin/profiling", Body: "off"}}}
-		} else {
-			r.kind = "env"
 		}
 		targetNamed(t, ns, r.name, ip)
 		r.before, _ = templateOf(t, ns, r.name)
@@ -108,8 +103,8 @@ func TestSoakRandomKills(t *testing.T) {
 	if len(dupes) > 0 {
 		t.Errorf("Jobs created twice: %v", dupes)
 	}
-	t.Logf("%d experiments (%d http, %d env): toggles left applied %d, locks left %d, duplicate Jobs %d; outcomes %v",
-		len(runs), perKind, perKind, applied, locks, len(dupes), outcomes)
+	t.Logf("%d experiments (%d each of %v): toggles left applied %d, locks left %d, duplicate Jobs %d; outcomes %v",
+		len(runs), perKind, kinds, applied, locks, len(dupes), outcomes)
 }
 
 func waitTerminalNamed(t *testing.T, ns, name string, bound time.Duration) *perfv1.PerfExperiment {

@@ -3,6 +3,15 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -204,44 +213,128 @@ func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 		if s := switchState(t, p, "profiling"); s != "off" {
 			t.Errorf("pod %s: profiling %s after deletion", p.Name, s)
 		}
+		// Exactly one "on" and one "off" per pod: the restarted operator
+		// neither applied the toggle again nor lost the revert.
+		on, off := switchRequests(t, p, "profiling", "on"), switchRequests(t, p, "profiling", "off")
+		if on != 1 || off != 1 {
+			t.Errorf("pod %s got %d on and %d off requests across the SIGKILL and the deletion; want 1 and 1", p.Name, on, off)
+		}
 	}
 	assertTargetRestored(t, ns, toy, before)
 	assertNoJobs(t, ns)
 }
 
-// killOperator deletes the operator's pod with no grace period (a crash) and
-// waits for its replacement to be ready.
+// switchRequests reads the toy pod's count of admin requests setting a switch
+// to a state (toy_switch_requests_total).
+func switchRequests(t *testing.T, pod corev1.Pod, name, to string) int {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://%s:8080/metrics", pod.Status.PodIP))
+	if err != nil {
+		t.Fatalf("pod %s metrics: %v", pod.Name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	prefix := fmt.Sprintf(`toy_switch_requests_total{switch=%q,to=%q} `, name, to)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("pod %s: %q: %v", pod.Name, line, err)
+			}
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// killOperator kills the operator's process with SIGKILL — a crash, with
+// whatever it had in flight — and waits until the kubelet has restarted its
+// container and it is ready again. On a cluster that does not run on this
+// machine (E2E_KUBECONFIG), the pod is deleted with no grace period instead.
 func killOperator(t *testing.T) {
+	t.Helper()
+	pod := operatorPod(t)
+	restarts := int32(0)
+	for _, cs := range pod.Status.ContainerStatuses {
+		restarts += cs.RestartCount
+	}
+	pids := managerPIDs(t)
+	if len(pids) == 0 {
+		if os.Getenv("E2E_KUBECONFIG") == "" {
+			t.Fatal("no manager process found on the local node")
+		}
+		zero := int64(0)
+		if err := k8s.Delete(t.Context(), pod, &client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("deleted operator pod %s with no grace period (not on this machine: no SIGKILL)", pod.Name)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("SIGKILL to the manager (pid %d): %v", pid, err)
+		}
+	}
+	if len(pids) > 0 {
+		t.Logf("sent SIGKILL to the manager process(es) %v of pod %s", pids, pod.Name)
+	}
+	eventually(t, 3*time.Minute, "the operator to come back ready", func() (bool, string) {
+		p := operatorPod(t)
+		n := int32(0)
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+		if p.Name == pod.Name && n <= restarts {
+			return false, fmt.Sprintf("%d restarts", n)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, "not ready"
+	})
+}
+
+// operatorPod is the operator's live pod.
+func operatorPod(t *testing.T) *corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
 	sel := client.MatchingLabels{"app.kubernetes.io/name": "perf-operator"}
-	if err := k8s.List(t.Context(), &pods, client.InNamespace(operatorNamespace), sel); err != nil || len(pods.Items) == 0 {
-		t.Fatalf("operator pods: %v (%d)", err, len(pods.Items))
+	if err := k8s.List(t.Context(), &pods, client.InNamespace(operatorNamespace), sel); err != nil {
+		t.Fatal(err)
 	}
-	old := map[string]bool{}
-	for _, p := range pods.Items {
-		old[p.Name] = true
-		zero := int64(0)
-		if err := k8s.Delete(t.Context(), &p, &client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-			t.Fatal(err)
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			return &pods.Items[i]
 		}
 	}
-	t.Logf("killed operator pod(s) %v", old)
-	eventually(t, 3*time.Minute, "a new operator pod to be ready", func() (bool, string) {
-		var now corev1.PodList
-		if err := k8s.List(t.Context(), &now, client.InNamespace(operatorNamespace), sel); err != nil {
-			return false, err.Error()
+	t.Fatalf("no live operator pod (%d pods)", len(pods.Items))
+	return nil
+}
+
+// managerPIDs finds the operator's manager processes on this machine: the
+// chart's container runs /manager --leader-elect.
+func managerPIDs(t *testing.T) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
 		}
-		for _, p := range now.Items {
-			if old[p.Name] || p.DeletionTimestamp != nil {
-				continue
-			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					return true, ""
-				}
-			}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
 		}
-		return false, "no new ready pod"
-	})
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) > 1 && args[0] == "/manager" && slices.Contains(args, "--leader-elect") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

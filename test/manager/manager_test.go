@@ -5,6 +5,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -17,7 +18,13 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -49,14 +56,61 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Fatalf("%s never happened; last: %s", what, last)
 }
 
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
+func get(url string) (int, string) { return getAs(url, "") }
+
+// getAs GETs url, over HTTPS with the manager's self-signed certificate, with a
+// bearer token when one is given.
+func getAs(url, token string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the manager's self-signed certificate
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// scraperToken is a token of a ServiceAccount bound to config/rbac's
+// metrics-reader ClusterRole, as a Prometheus would have.
+func scraperToken(t *testing.T, c client.Client, cfg *rest.Config) string {
+	t.Helper()
+	ctx := context.Background()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "metrics_reader_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(b, role); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper", Namespace: "default"}}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scraper"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: "default"}},
+	}
+	for _, o := range []client.Object{role, sa, crb} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "scraper", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
 
 func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
@@ -128,8 +182,14 @@ func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 	if err := c.Create(ctx, exp); err != nil {
 		t.Fatal(err)
 	}
+	// The metrics endpoint is HTTPS and answers only callers the API server
+	// authenticates and authorises for GET /metrics.
+	token := scraperToken(t, c, env.Config)
+	if code, body := get(fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics)); code != http.StatusUnauthorized {
+		t.Errorf("metrics without a token: %d %.200s; want 401", code, body)
+	}
 	eventually(t, "the experiment is reconciled", func() (bool, string) {
-		_, body := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics))
+		_, body := getAs(fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics), token)
 		for _, line := range strings.Split(body, "\n") {
 			if strings.HasPrefix(line, `controller_runtime_reconcile_total{controller="perfexperiment",result="success"}`) &&
 				!strings.HasSuffix(line, " 0") {
@@ -142,7 +202,7 @@ func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 	// The operator's own metrics are served beside controller-runtime's: the
 	// example's target does not exist here, so it waits in Pending.
 	eventually(t, "perfexp_experiments is served", func() (bool, string) {
-		_, body := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics))
+		_, body := getAs(fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics), token)
 		return strings.Contains(body, `perfexp_experiments{phase="Pending"} 1`), "no perfexp_experiments{phase=\"Pending\"} 1"
 	})
 

@@ -42,6 +42,7 @@ type app struct {
 
 	reg       *prometheus.Registry
 	switches  *prometheus.GaugeVec
+	switchReq *prometheus.CounterVec
 	retained  *prometheus.GaugeVec
 	requests  *prometheus.CounterVec
 	durations prometheus.Histogram
@@ -53,6 +54,9 @@ func newApp(cfg config, log *slog.Logger) *app {
 	a.switches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toy_switch_enabled", Help: "1 while the switch is on.",
 	}, []string{"switch"})
+	a.switchReq = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toy_switch_requests_total", Help: "Admin requests that set a switch, by switch and the state asked for, whether or not it changed anything.",
+	}, []string{"switch", "to"})
 	a.retained = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toy_retained_bytes", Help: "Bytes held by a switch (memory-tracking's leak, buffers' block).",
 	}, []string{"switch"})
@@ -70,7 +74,7 @@ func newApp(cfg config, log *slog.Logger) *app {
 	a.reg.MustRegister(
 		collectors.NewGoCollector(), // go_memstats_heap_alloc_bytes, go_memstats_heap_inuse_bytes, ...
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		a.switches, a.retained, a.requests, a.durations, a.cpuSpent,
+		a.switches, a.switchReq, a.retained, a.requests, a.durations, a.cpuSpent,
 	)
 	for _, n := range switchNames {
 		a.switches.WithLabelValues(n).Set(0)
@@ -276,6 +280,7 @@ func (a *app) admin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, name+": "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	a.switchReq.WithLabelValues(name, switchString(want)).Inc()
 	changed, err := a.set(name, want, "admin "+r.RemoteAddr)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)

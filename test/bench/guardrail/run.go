@@ -1,27 +1,45 @@
+// Package guardrailbench measures the runaway-heap guardrail on simulated pods
+// (internal/guardrail/heapsim): how fast it aborts leaks of many shapes, and how
+// often it aborts healthy runs. Everything is seeded (math/rand/v2 PCG), so
+// every figure is a property of the algorithm on fixed data, not a timing.
 package guardrailbench
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"time"
 
 	"perfexp.dev/perf-operator/internal/guardrail"
+	"perfexp.dev/perf-operator/internal/guardrail/heapsim"
 	"perfexp.dev/perf-operator/internal/metrics"
 )
 
+const (
+	mb   = heapsim.MB
+	gb   = heapsim.GB
+	hour = 3600.0
+	// limitBytes is the target container's memory limit.
+	limitBytes = 12 << 30
+	// baseline is how long samples are recorded before the toggle.
+	baseline = 20 * 60.0
+)
+
 // config is the guardrails as an experiment with default settings gets them.
-func config() guardrail.Config {
+func config(interval float64) guardrail.Config {
 	return guardrail.Config{MaxGrowthPerMinute: 100 << 20, MaxUtilization: 0.9,
-		ConsecutiveBreaches: 3, Interval: 15 * time.Second}
+		ConsecutiveBreaches: 3, Interval: time.Duration(interval * float64(time.Second))}
 }
 
 // pod is one simulated target pod: it exists from `from` to `until` (seconds).
 type pod struct {
 	name        string
-	jvm         *jvm
+	sim         *heapsim.Pod
 	from, until float64
 	restarts    int32
+	leaks       bool
 }
 
 // run is one simulated experiment: samples every interval, recorded before the
@@ -30,37 +48,38 @@ type pod struct {
 type run struct {
 	rng      *rand.Rand
 	cfg      guardrail.Config
+	interval float64
 	pods     []*pod
 	toggle   float64 // when the toggle is applied: the first Observe
+	onset    float64 // when the leak starts (+Inf: none)
 	end      float64
 	jitter   float64 // ± seconds on each sample's timestamp
-	missing  float64 // probability that a sample has no heap (NaN)
-	onSample func(t float64)
-	// noRecord drops the samples before the toggle instead of recording them:
-	// the guardrails start blind, as when the engine only calls Observe.
-	noRecord bool
-	// resetAt is when the caller calls Reset (a new stage), +Inf for never.
-	resetAt float64
+	// lost is the chance that a pod's scrape is missing altogether; noHeap that
+	// it has the working set but no heap.
+	lost, noHeap float64
+	onSample     func(t float64)
+	resetAt      float64 // when the caller calls Reset (a new stage), +Inf for never
 }
 
-// outcome is what happened in a run (times in seconds after the toggle).
+// outcome is what happened in a run (times in seconds).
 type outcome struct {
 	breach   *guardrail.Breach
-	after    float64 // when the guardrails aborted, +Inf if never
-	naive    float64 // when a "> 90 % of the limit" rule would have, +Inf if never
-	observed int     // pod samples passed to Observe
+	after    float64 // abort time after the onset (leak runs) or the toggle; +Inf if never
+	leaker   bool    // the breach named a leaking pod
+	podHours float64 // guarded pod-hours
 }
 
-const interval = 15.0
-
-// play runs the experiment; with untilNaive it carries on after the abort until
-// the naive rule trips too, to compare both on the same trace.
-func (r *run) play(untilNaive bool) outcome {
+// play runs the experiment until the first breach or the end.
+func (r *run) play() outcome {
 	var st guardrail.State
-	out := outcome{after: math.Inf(1), naive: math.Inf(1)}
+	out := outcome{after: math.Inf(1)}
 	samples := make([]metrics.Sample, 0, len(r.pods))
 	states := make([]guardrail.PodState, 0, len(r.pods))
-	for t := 0.0; t < r.end; t += interval {
+	ref := r.toggle
+	if !math.IsInf(r.onset, 1) {
+		ref = r.onset
+	}
+	for t := 0.0; t < r.end; t += r.interval {
 		if r.onSample != nil {
 			r.onSample(t)
 		}
@@ -69,50 +88,71 @@ func (r *run) play(untilNaive bool) outcome {
 			if t < p.from || t >= p.until {
 				continue
 			}
+			states = append(states, guardrail.PodState{Name: p.name, Restarts: p.restarts, StartedAt: at(p.sim.Started)})
 			ts := t + r.jitter*(2*r.rng.Float64()-1)
-			heap, ws := p.jvm.sample(ts)
-			if r.rng.Float64() < r.missing {
+			heap, ws := p.sim.Sample(ts)
+			if r.rng.Float64() < r.lost {
+				continue
+			}
+			if r.rng.Float64() < r.noHeap {
 				heap = math.NaN()
 			}
 			samples = append(samples, metrics.Sample{Time: at(ts), Pod: p.name, CPUCores: math.NaN(), WorkingSetBytes: ws, HeapBytes: heap})
-			states = append(states, guardrail.PodState{Name: p.name, Restarts: p.restarts, StartedAt: at(p.jvm.started)})
-			if t >= r.toggle && ws > 0.9*limitBytes && math.IsInf(out.naive, 1) {
-				out.naive = t - r.toggle
+			if t >= r.toggle {
+				out.podHours += r.interval / hour
 			}
 		}
 		if t < r.toggle {
-			if !r.noRecord {
-				st.Record(r.cfg, samples, states, at(t))
-			}
+			st.Record(r.cfg, samples, states, at(t))
 			continue
 		}
 		if t >= r.resetAt {
 			st.Reset()
 			r.resetAt = math.Inf(1)
 		}
-		if out.breach == nil {
-			out.observed += len(samples)
-			if b := st.Observe(r.cfg, samples, states, limitBytes, at(t)); b != nil {
-				out.breach, out.after = b, t-r.toggle
+		if b := st.Observe(r.cfg, samples, states, limitBytes, at(t)); b != nil {
+			out.breach, out.after = b, t-ref
+			for _, p := range r.pods {
+				if p.leaks && containsPod(b.Message, p.name) {
+					out.leaker = true
+				}
 			}
-		}
-		if out.breach != nil && (!untilNaive || !math.IsInf(out.naive, 1)) {
 			break
 		}
 	}
 	return out
 }
 
-// newRun makes a run with n long-running pods, recorded for 20 minutes (plus a
-// random fraction of a GC cycle, so the toggle lands at any phase) before the
-// toggle, then guarded for `guarded` seconds.
-func newRun(seed uint64, n int, guarded float64) *run {
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	r := &run{rng: rng, cfg: config(), toggle: 20*60 + basePeriod*rng.Float64(), jitter: 0.5, resetAt: math.Inf(1)}
-	r.end = r.toggle + guarded
-	for i := 0; i < n; i++ {
-		r.pods = append(r.pods, &pod{name: fmt.Sprintf("app-%d", i), jvm: newJVM(rng, -3600),
-			from: 0, until: math.Inf(1)})
-	}
-	return r
+func containsPod(msg, name string) bool {
+	return len(msg) > 4+len(name) && msg[:4+len(name)+1] == "pod "+name+":"
 }
+
+// playAll plays runs 0..n-1 on all CPUs; results are indexed by run, so the
+// outcome does not depend on scheduling.
+func playAll(n int, build func(i int) *run) []outcome {
+	out := make([]outcome, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = build(i).play()
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// at converts simulated seconds to a time.
+func at(sec float64) time.Time {
+	return time.Unix(1_800_000_000, 0).Add(time.Duration(sec * float64(time.Second)))
+}
+
+func podName(gen, i int) string { return fmt.Sprintf("app-g%d-%d", gen, i) }

@@ -1,0 +1,264 @@
+package guardrail
+
+import "math"
+
+// The fast evidence: a jump of the heap after GC.
+//
+// A leak raises the live set: the heap after each GC (the floor) climbs by the
+// leak's rate times the GC period, +700 MB a cycle in the seed story, while a
+// healthy pod's floor stays within a band it shows in its own history. What
+// the band is depends on the pod and on the sampling: the first sample after a
+// GC lands somewhere in the first interval of the new cycle, so with GC periods
+// that drift against the sampling interval the floors spread over one
+// interval's allocation (675 MB at 15 s in the seed story), while with a GC
+// period that is an exact multiple of the interval (aliasing) they sit at the
+// same phase and spread only by the noise. Learning the band from the pod's own
+// floors gives the test the power the evidence has: a few hundred MB above a
+// tight band trips it, a wide band needs more.
+//
+// Three things must hold, each against a different healthy pattern:
+//   - the newest floor is above the band of the reference floors (all but the
+//     newest two cycles) by more than the extra allocation of the newest teeth
+//     over one sampling interval, plus jumpSigmas noise standard deviations.
+//     The allowance keeps a toggle that only allocates more (the teeth steepen,
+//     the first sample after a GC sits higher up a steeper tooth) out;
+//   - the teeth of the newest two cycles climb faster than the reference teeth,
+//     by more than their noise and cycle-to-cycle spread and by more than the
+//     growth limit: retained growth adds to the allocation slope as long as it
+//     lasts. A cache that fills at once (a step) raises the floor but not the
+//     slope, and its rise is one abnormally big step, which is left out;
+//   - the floor's rise is no larger than what the faster teeth can explain
+//     since the reference: a step of gigabytes with slightly faster teeth is
+//     a step.
+//
+// Leaks that retain only at GC (the teeth keep their slope), slow leaks and
+// pods without enough history are left to the floor trend (growth.go).
+const (
+	// minRefTeeth: the band needs five reference floors.
+	minRefTeeth = 5
+	// jumpSigmas: the newest floor must clear the band by four noise
+	// standard deviations (measured at the floor's level).
+	jumpSigmas = 4
+	// teethSigmas: the newest teeth must be steeper than the reference by this
+	// many standard deviations of their median slope. Alone it would be weak;
+	// it only has to tell a leak from a step that already cleared the floor test.
+	teethSigmas = 4
+	// minNoise is the least noise assumed, relative to the level.
+	minNoise = 0.001
+	// allowSigmas: the allowance for faster allocation over the interval
+	// before a floor takes the teeth's extra slope plus two of its standard
+	// deviations.
+	allowSigmas = 2
+	// relMin: and steeper by 15 % of the allocation rate at least. A leak
+	// whose floor rises by 20 % of the sawtooth's amplitude per cycle steepens
+	// the teeth by 20 %; allocation varies by a few percent from cycle to
+	// cycle. Slower leaks are left to the floor trend.
+	relMin = 0.15
+	// consistency: the floor may have risen at most as much as the teeth's
+	// extra slope explains since the newest reference floor: a step of a
+	// gigabyte with slightly faster teeth is a step.
+	consistency = 1.0
+)
+
+// tooth is one GC cycle of the cleaned history: points [lo, hi).
+type tooth struct {
+	lo, hi int
+	// floor: the cycle began with a GC drop right after the previous sample,
+	// so its first point is a floor known to within one interval's allocation.
+	floor bool
+	// gap is the time from the previous point to the first one, seconds.
+	gap float64
+}
+
+// teeth lists the GC cycles (blocks) of the cleaned history.
+func (w *workspace) teeth(spacing float64) []tooth {
+	th := w.th[:0]
+	for i := 0; i < len(w.cy); {
+		j := i + 1
+		for j < len(w.cy) && w.block[j] == w.block[i] {
+			j++
+		}
+		x := tooth{lo: i, hi: j}
+		if i > 0 {
+			x.gap = w.ct[i] - w.ct[i-1]
+			x.floor = isDrop(w.cy[i-1], w.cy[i]) && x.gap < 1.5*spacing
+		}
+		th = append(th, x)
+		i = j
+	}
+	w.th = th
+	return th
+}
+
+// band is the level of the reference floors: their median, and the top of
+// the band healthy floors stay in. It reorders fy.
+//
+// The top is the higher of m + 2·(q75 − m) (the top of a uniform spread, 1.35
+// standard deviations of a normal one) and the second highest floor, raised
+// by nine times the floors' range over their count: when the floors spread
+// over the sampling phase (uniformly), a dozen of them can miss the top of
+// that spread, and a new one lands above the highest of n with probability
+// 1/(n+1), by a fraction of the range that is below 9/n with probability
+// e^-9. It is capped at the physical bound, the second lowest floor plus the
+// fastest reference allocation over the gap before the floor: the first
+// sample after a GC cannot sit further up its cycle. With aliased sampling
+// the floors sit at one phase, their range is the noise, and the band stays
+// tight.
+func band(fy []float64, bound float64) (m, top float64) {
+	m = median(fy)
+	n := len(fy)
+	q75 := nth(fy, (3*n)/4)
+	second := nth(fy, n-2)
+	lowest := nth(fy, 0)
+	low2 := nth(fy, 1)
+	top = math.Max(m+2*(q75-m), second) + 9*(nth(fy, n-1)-lowest)/float64(n)
+	return m, math.Min(top, low2+bound)
+}
+
+// jumpEvidence tests the newest GC cycle's floor against the pod's reference.
+func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
+	th := w.teeth(spacing)
+	k := len(th) - 1
+	if k < minRefTeeth+1 || !th[k].floor {
+		return verdict{}, false
+	}
+	fy, newest := w.fy[:0], math.NaN()
+	for _, x := range th[:k-1] {
+		if x.floor {
+			fy, newest = append(fy, w.cy[x.lo]), w.ct[x.lo]
+		}
+	}
+	w.fy = fy
+	if len(fy) < minRefTeeth {
+		return verdict{}, false
+	}
+	ref := w.reference(0, th[k-1].lo)
+	if ref.chunks < minRefTeeth || !(ref.rate > 0) {
+		return verdict{}, false
+	}
+	// The steps of the newest two cycles, without abnormally big ones (a step
+	// of the live set, a spike the cleaning could not judge yet).
+	steps := w.steps(th[k-1].lo, len(w.cy), -1, ref.rate)
+	if len(steps) < 2 {
+		return verdict{}, false
+	}
+	n := len(steps)
+	extra := hodgesLehmann(steps, w.a) - ref.rate
+	cur := th[k]
+	y, t := w.cy[cur.lo], w.ct[cur.lo]
+	m, top := band(fy, (ref.rate+2*ref.chunkSD)*cur.gap)
+	// A metrics source without noise (a synthetic one) still has the KiB
+	// resolution of the history and real ones some rounding: 0.1 % of the
+	// floor is the least noise assumed.
+	sigma := math.Max(ref.lowNoise*spacing/math.Sqrt2, minNoise*m)
+	// The null's spread from a dozen pairs can come out low by chance; the
+	// noise of a median of n steps and the spread of single cycles' slopes
+	// (over the two cycles tested) bound it from below.
+	teethNoise := math.Max(w.teethNoise(th[:k-1], n, ref.rate),
+		math.Max(ref.noise*math.Sqrt(math.Pi/3/float64(n)), ref.chunkSD/math.Sqrt2))
+	// The allowance for faster allocation uses the extra slope's upper
+	// bound: an underestimate would let a toggle that allocates 30 % more
+	// through.
+	excess := y - top - math.Max(extra+allowSigmas*teethNoise, 0)*cur.gap
+	if !(excess > jumpSigmas*sigma) || !((y-top)/(t-newest) > theta) {
+		return verdict{}, false
+	}
+	if !(extra > teethSigmas*teethNoise && extra > theta && extra > relMin*ref.rate) || excess > consistency*extra*(t-newest) {
+		return verdict{}, false
+	}
+	return verdict{breach: true, slope: extra, kind: evidenceJump, floorNow: y, floorRef: m, sigmas: (y - m) / sigma}, true
+}
+
+// steps appends to w.b the within-cycle slopes of the points [lo, hi), at
+// most limit of them (-1: all), without abnormally big ones.
+func (w *workspace) steps(lo, hi, limit int, rate float64) []float64 {
+	steps := w.b[:0]
+	for i := lo + 1; i < hi && len(steps) != limit; i++ {
+		dt := w.ct[i] - w.ct[i-1]
+		if w.block[i] != w.block[i-1] || w.cy[i]-w.cy[i-1] > spikeRise*rate*dt+0.05*w.cy[i-1] {
+			continue
+		}
+		steps = append(steps, (w.cy[i]-w.cy[i-1])/dt)
+	}
+	w.b = steps
+	return steps
+}
+
+// teethNoise is the standard deviation of the teeth statistic — the
+// Hodges–Lehmann estimate of n steps of two consecutive cycles, less the reference rate — on the
+// reference cycles themselves: each pair of consecutive reference cycles gives
+// one value, from their first n steps. That is the statistic's own null
+// distribution, with the pod's noise, cycle-to-cycle allocation changes and
+// sampling phase in it, whatever their shape. The robust spread (MAD) keeps a
+// step in the reference from widening it much.
+func (w *workspace) teethNoise(ref []tooth, n int, rate float64) float64 {
+	null := w.c[:0]
+	for j := 1; j < len(ref); j++ {
+		steps := w.steps(ref[j-1].lo, ref[j].hi, n, rate)
+		if len(steps) == n {
+			null = append(null, hodgesLehmann(steps, w.a)-rate)
+		}
+	}
+	w.c = null
+	if len(null) < minRefTeeth {
+		return math.NaN()
+	}
+	c := median(null)
+	for i, v := range null {
+		null[i] = math.Abs(v - c)
+	}
+	return 1.4826 * median(null)
+}
+
+// rampSteps: each of the ramp's newest five steps must rise by more than half
+// the limit plus two standard deviations of the step noise. A cache filled
+// over up to a minute rises as steadily as a leak for four or five steps and
+// then stops; with ConsecutiveBreaches 3 the ramp must last seven steps, and
+// steps of noise alone do not pass.
+const rampSteps = 5
+
+// rampEvidence is the fast evidence for a series without GC drops (a Go
+// service's working set, a heap sampled too slowly to show its teeth): over
+// the last 6, 8 or 10 points the series rises steadily — Mann–Kendall p <
+// pLevel and a Theil–Sen slope above theta — its newest third sits above the
+// band of the points before by jumpSigmas noise standard deviations, and no
+// single step makes half of the rise (which would be a cache filled at once).
+func (w *workspace) rampEvidence(theta float64) (verdict, bool) {
+	n := len(w.cy)
+	for k := rampPoints; k <= rampPoints+4; k += 2 {
+		lo := n - k
+		if lo < minRampRef {
+			break
+		}
+		t, y := w.ct[lo:], w.cy[lo:]
+		slope, _ := theilSen(t, y, nil, w.a)
+		if !(slope > theta) || mannKendallP(y, w.a) >= pLevel {
+			continue
+		}
+		// Still rising now, step after step: a cache fill over a minute rises
+		// steadily too, then stops.
+		ref := w.reference(0, lo)
+		rising := true
+		for j := len(y) - rampSteps; j < len(y); j++ {
+			rising = rising && y[j]-y[j-1] > (theta/2+2*ref.noise)*(t[j]-t[j-1])
+		}
+		if !rising {
+			continue
+		}
+		biggest := 0.0
+		for i := 1; i < len(y); i++ {
+			biggest = math.Max(biggest, y[i]-y[i-1])
+		}
+		if biggest > slope*(t[len(t)-1]-t[0])/2 {
+			continue
+		}
+		m, top := band(append(w.fy[:0], w.cy[:lo]...), math.Inf(1))
+		sigma := math.Max(ref.noise*(t[1]-t[0])/math.Sqrt2, minNoise*m)
+		last := median(append(w.a[:0], y[len(y)-k/3:]...))
+		if !(last-top > jumpSigmas*sigma) {
+			continue
+		}
+		return verdict{breach: true, slope: slope, kind: evidenceRamp, floorNow: last, floorRef: m, sigmas: (last - m) / sigma}, true
+	}
+	return verdict{}, false
+}
