@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -135,11 +136,18 @@ func TestKubectlExplainShowsDocumentedFields(t *testing.T) {
 	}
 	kubectl := filepath.Join(env.BinaryAssetsDirectory, "kubectl")
 	explain := func(args ...string) string {
-		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", path, "explain"}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl explain %v: %v\n%s", args, err, out)
+		// The apiserver publishes a new CRD's OpenAPI a moment after it is
+		// established; on a busy machine explain can ask before that.
+		for try := 0; ; try++ {
+			out, err := exec.Command(kubectl, append([]string{"--kubeconfig", path, "explain"}, args...)...).CombinedOutput()
+			if err == nil {
+				return string(out)
+			}
+			if try == 50 || !strings.Contains(string(out), "couldn't find resource") {
+				t.Fatalf("kubectl explain %v: %v\n%s", args, err, out)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		return string(out)
 	}
 	rec := explain("perfexperiment.spec", "--recursive")
 	for _, f := range []string{"target", "deployment", "requests", "scriptRef", "parallelism", "warmup", "stages", "baseline",
