@@ -115,6 +115,8 @@ func run(o options) error {
 		Recorder:  mgr.GetEventRecorderFor("perf-operator"),
 		Clock:     clock.RealClock{},
 		Workers:   o.workers,
+		// Experiments of a namespace share their metrics queries.
+		ShareMetrics: true,
 	}
 	if o.authorize {
 		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock.RealClock{}, TTL: o.authzTTL}
