@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -129,16 +131,107 @@ func scrapeAPIServer(ctx context.Context, rc rest.Interface) (promText, error) {
 	return parseText(rc2)
 }
 
-// counting counts the requests the test itself sends to the apiserver, so
-// they can be taken out of the apiserver's own totals.
+// counting counts the requests the test itself sends to the apiserver, in all
+// and by the apiserver's verb and resource, so they can be taken out of the
+// apiserver's own totals.
 type counting struct {
 	n    *atomic.Int64
+	by   *byKind
 	next http.RoundTripper
 }
 
 func (c counting) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	c.by.add(requestKind(r))
 	return c.next.RoundTrip(r)
+}
+
+// byKind counts requests by "VERB resource[/subresource]".
+type byKind struct {
+	mu sync.Mutex
+	m  map[string]float64
+}
+
+func (b *byKind) add(k string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[string]float64{}
+	}
+	b.m[k]++
+}
+
+func (b *byKind) snapshot() map[string]float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.m)
+}
+
+// requestKind names a request the way apiserver_request_total labels it.
+func requestKind(r *http.Request) string {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	// /api/v1/... or /apis/group/version/...
+	switch {
+	case len(parts) > 0 && parts[0] == "api":
+		parts = parts[min(2, len(parts)):]
+	case len(parts) > 0 && parts[0] == "apis":
+		parts = parts[min(3, len(parts)):]
+	default:
+		return r.Method + " " + r.URL.Path
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
+		parts = parts[2:]
+	}
+	res, name, sub := "", "", ""
+	if len(parts) > 0 {
+		res = parts[0]
+	}
+	if len(parts) > 1 {
+		name = parts[1]
+	}
+	if len(parts) > 2 {
+		sub = parts[2]
+	}
+	verb := r.Method
+	switch {
+	case r.Method == http.MethodGet && r.URL.Query().Get("watch") == "true":
+		verb = "WATCH"
+	case r.Method == http.MethodGet && name == "":
+		verb = "LIST"
+	case r.Method == http.MethodPost:
+		verb = "POST"
+	}
+	if sub != "" {
+		res += "/" + sub
+	}
+	return verb + " " + res
+}
+
+// apiserverKinds sums apiserver_request_total by "VERB resource[/subresource]".
+func apiserverKinds(p promText) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range p {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		verb, res, sub := label(line, "verb"), label(line, "resource"), label(line, "subresource")
+		if sub != "" {
+			res += "/" + sub
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, _ := strconv.ParseFloat(line[i+1:], 64)
+		out[verb+" "+res] += v
+	}
+	return out
+}
+
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
 }
 
 // snapshot is every counter the table is computed from, at one instant.
@@ -153,9 +246,19 @@ type snapshot struct {
 	own        int64   // requests the test sent
 	queries    int64   // at the fake Prometheus
 	adminReqs  int64
+	// kinds are the apiserver's requests by verb and resource, the test's
+	// own taken out.
+	kinds map[string]float64
 }
 
 func (s snapshot) minus(b snapshot) snapshot {
-	return snapshot{at: s.at, dur: s.at.Sub(b.at), cpu: s.cpu - b.cpu, reconciles: s.reconciles - b.reconciles, clientReqs: s.clientReqs - b.clientReqs,
-		apiTotal: s.apiTotal - b.apiTotal, apiFlow: s.apiFlow - b.apiFlow, own: s.own - b.own, queries: s.queries - b.queries, adminReqs: s.adminReqs - b.adminReqs}
+	out := snapshot{at: s.at, dur: s.at.Sub(b.at), cpu: s.cpu - b.cpu, reconciles: s.reconciles - b.reconciles, clientReqs: s.clientReqs - b.clientReqs,
+		apiTotal: s.apiTotal - b.apiTotal, apiFlow: s.apiFlow - b.apiFlow, own: s.own - b.own, queries: s.queries - b.queries, adminReqs: s.adminReqs - b.adminReqs,
+		kinds: map[string]float64{}}
+	for k, v := range s.kinds {
+		if d := v - b.kinds[k]; d > 0.5 {
+			out.kinds[k] = d
+		}
+	}
+	return out
 }

@@ -168,9 +168,10 @@ func TestScale(t *testing.T) {
 	// The test's own client, counted, fast enough to create a thousand
 	// objects in seconds.
 	var own atomic.Int64
+	ownKinds := &byKind{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 1000, 2000
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return counting{n: &own, next: rt} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return counting{n: &own, by: ownKinds, next: rt} })
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +256,8 @@ func TestScale(t *testing.T) {
 	var steadyStarted bool
 	var injected time.Time
 	hangBusyAtInjection := false
-	steadyLen := res.steadyLen()
+	lastLog := time.Now()
+	steadyLen := p.baseline + p.treatment
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Second)
 		var list perfv1.PerfExperimentList
@@ -278,16 +280,20 @@ func TestScale(t *testing.T) {
 				terminal++
 			}
 		}
-		if res.allStarted == 0 && started == p.n {
+		if res.allStartedSeen == 0 && started == p.n {
 			res.allStarted = last.Sub(created.Truncate(time.Second))
 			res.allStartedSeen = time.Since(created)
 		}
 		if !steadyStarted && started == p.n {
-			steadyFrom = m.snapshot(ctx, core, &own, prom, admins)
+			steadyFrom = m.snapshot(ctx, core, &own, ownKinds, prom, admins)
 			steadyStarted = true
 		}
 		if steadyStarted {
 			m.sampleGauges(&res)
+		}
+		if time.Since(lastLog) >= 30*time.Second {
+			t.Logf("%s: %d of %d started, %d ended", time.Since(created).Round(time.Second), started, p.n, terminal)
+			lastLog = time.Now()
 		}
 		b := byName[targetName(breachIndex)]
 		if injected.IsZero() && b != nil && b.Status.Toggle != nil && b.Status.Toggle.AppliedAt != nil && b.Status.Toggle.Applied &&
@@ -305,7 +311,7 @@ func TestScale(t *testing.T) {
 			res.hangBusy = hangBusyAtInjection
 		}
 		if steadyStarted && time.Since(steadyFrom.at) >= steadyLen && res.steady.at.IsZero() {
-			res.steady = m.snapshot(ctx, core, &own, prom, admins).minus(steadyFrom)
+			res.steady = m.snapshot(ctx, core, &own, ownKinds, prom, admins).minus(steadyFrom)
 			after, err := scrapeAPIServer(ctx, core.RESTClient())
 			if err == nil {
 				res.watches = after.sum("apiserver_longrunning_requests", `verb="WATCH"`) - watchesBefore
@@ -359,7 +365,9 @@ type managerProc struct {
 func startManager(t *testing.T, bin, kubeconfig, dir string) *managerProc {
 	t.Helper()
 	mport, pport := freePort(t), freePort(t)
-	args := []string{"--kubeconfig", kubeconfig, "--watch-namespaces", ns,
+	// Cluster-wide, as the chart installs it by default; add
+	// --watch-namespaces=bench through PERF_BENCH_MANAGER_ARGS to compare.
+	args := []string{"--kubeconfig", kubeconfig,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mport), "--health-probe-bind-address=0",
 		"--authorize-requesters=false"}
 	if os.Getenv("PERF_BENCH_PPROF") != "" {
@@ -418,8 +426,9 @@ func (m *managerProc) stop(t *testing.T) {
 	}
 }
 
-func (m *managerProc) snapshot(ctx context.Context, core *kubernetes.Clientset, own *atomic.Int64, prom *fakeProm, admins []*admin) snapshot {
+func (m *managerProc) snapshot(ctx context.Context, core *kubernetes.Clientset, own *atomic.Int64, ownKinds *byKind, prom *fakeProm, admins []*admin) snapshot {
 	s := snapshot{at: time.Now(), own: own.Load(), queries: prom.queries.Load()}
+	mine := ownKinds.snapshot()
 	s.cpu, _ = procCPU(m.cmd.Process.Pid)
 	if mt, err := scrapeURL(m.metrics); err == nil {
 		s.reconciles = mt.sum("controller_runtime_reconcile_total")
@@ -428,6 +437,10 @@ func (m *managerProc) snapshot(ctx context.Context, core *kubernetes.Clientset, 
 	if at, err := scrapeAPIServer(ctx, core.RESTClient()); err == nil {
 		s.apiTotal = at.sum("apiserver_request_total")
 		s.apiFlow = at.sum("apiserver_flowcontrol_dispatched_requests_total", `flow_schema="global-default"`)
+		s.kinds = apiserverKinds(at)
+		for k, v := range mine {
+			s.kinds[k] -= v
+		}
 	}
 	for _, a := range admins {
 		s.adminReqs += a.requests.Load()
@@ -507,14 +520,16 @@ func (r *result) print(t *testing.T) {
 		fmt.Sprintf("≤ %s", 2*r.p.interval), bok)
 	row("  hang in flight at the breach", fmt.Sprint(r.hangBusy), "", true)
 	fmt.Fprintf(&b, "\nendings: %v\n", sortedPhases(r.phases))
-	fmt.Println(b.String())
-}
-
-func (r *result) steadyLen() time.Duration {
-	if r.p.sanity {
-		return r.p.baseline + r.p.treatment
+	fmt.Fprintf(&b, "apiserver requests in the window by verb and resource, the test's own taken out (per experiment per minute):\n")
+	kinds := make([]string, 0, len(s.kinds))
+	for k := range s.kinds {
+		kinds = append(kinds, k)
 	}
-	return r.p.baseline + r.p.treatment/2
+	sort.Slice(kinds, func(i, j int) bool { return s.kinds[kinds[i]] > s.kinds[kinds[j]] })
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "  %-40s %7.0f  %.3f/min\n", k, s.kinds[k], s.kinds[k]/d/n*60)
+	}
+	fmt.Println(b.String())
 }
 
 // check fails the run only where the harness itself did not work; the bars are
