@@ -32,7 +32,9 @@ type sharedMetrics struct {
 type metricsGroup struct {
 	sem chan struct{}
 	// wanted are the pods asked for, with when; fetches ask for those asked
-	// within the last few freshness periods.
+	// within the last keepFor intervals, so an experiment whose sample comes
+	// late (a busy operator) still finds its pods in the shared answer
+	// instead of making a fetch of its own.
 	wanted map[string]time.Time
 	at     time.Time
 	got    map[string]metrics.Sample
@@ -44,8 +46,14 @@ type sharedProvider struct {
 	inner  metrics.Provider
 	group  *metricsGroup
 	maxAge time.Duration
+	keep   time.Duration
 	now    func() time.Time
 }
+
+// keepFor is how many intervals a pod stays in the shared query after its
+// experiment last asked for it: pods of ended experiments leave the query
+// after it, and return no series in the meantime.
+const keepFor = 10
 
 // wrap returns prov sharing its queries with every experiment of the same
 // namespace, spec.metrics and container; prov itself when spec.metrics has no
@@ -70,7 +78,7 @@ func (m *sharedMetrics) wrap(prov metrics.Provider, exp *perfv1.PerfExperiment, 
 		g = &metricsGroup{sem: make(chan struct{}, 1), wanted: map[string]time.Time{}}
 		m.groups[key] = g
 	}
-	return &sharedProvider{inner: prov, group: g, maxAge: interval / 3, now: now}
+	return &sharedProvider{inner: prov, group: g, maxAge: interval / 3, keep: keepFor * interval, now: now}
 }
 
 func (s *sharedProvider) Name() string { return s.inner.Name() }
@@ -114,7 +122,7 @@ func (s *sharedProvider) fetch(ctx context.Context, t metrics.Target, now time.T
 	g := s.group
 	var pods []string
 	for p, at := range g.wanted {
-		if now.Sub(at) > 4*s.maxAge {
+		if now.Sub(at) > s.keep {
 			delete(g.wanted, p)
 			continue
 		}

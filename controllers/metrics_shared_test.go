@@ -70,6 +70,17 @@ func TestSharedMetricsOneFetchServesANamespace(t *testing.T) {
 	if len(inner.calls) != 3 || !slices.Equal(inner.calls[2], []string{"a-1", "b-1"}) {
 		t.Fatalf("stale answer: fetches %v", inner.calls)
 	}
+	// b samples late (a busy operator): a's pod is still in the shared query.
+	now = now.Add(40 * time.Second)
+	sample(a, "a-1")
+	if last := inner.calls[len(inner.calls)-1]; !slices.Equal(last, []string{"a-1", "b-1"}) {
+		t.Fatalf("b's pod left the shared query after 40s: %v", last)
+	}
+	sample(b, "b-1")
+	if len(inner.calls) != 4 {
+		t.Fatalf("b's late sample fetched again: %v", inner.calls)
+	}
+	inner.calls = inner.calls[:3]
 	sample(other, "c-1")
 	if len(inner.calls) != 4 || !slices.Equal(inner.calls[3], []string{"c-1"}) {
 		t.Fatalf("another namespace shares nothing: fetches %v", inner.calls)
