@@ -84,8 +84,9 @@ func (m *sharedMetrics) wrap(prov metrics.Provider, exp *perfv1.PerfExperiment, 
 func (s *sharedProvider) Name() string { return s.inner.Name() }
 
 // Sample answers from the group's last fetch when it is fresh and covers
-// t.Pods, and otherwise fetches for the whole group; it falls back to a query
-// of its own when the shared fetch fails.
+// t.Pods, queries alone when it is fresh but lacks t's pods, and otherwise
+// fetches for the whole group; it falls back to a query of its own when the
+// shared fetch fails.
 func (s *sharedProvider) Sample(ctx context.Context, t metrics.Target) ([]metrics.Sample, error) {
 	if len(t.Pods) == 0 {
 		return s.inner.Sample(ctx, t)
@@ -96,12 +97,20 @@ func (s *sharedProvider) Sample(ctx context.Context, t metrics.Target) ([]metric
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-g.sem }()
 	now := s.now()
 	for _, p := range t.Pods {
 		g.wanted[p] = now
 	}
-	if now.Sub(g.at) >= s.maxAge || !covers(g.asked, t.Pods) {
+	fresh := now.Sub(g.at) < s.maxAge
+	if fresh && !covers(g.asked, t.Pods) {
+		// A new experiment (or a new pod) queries alone this once; the next
+		// shared fetch includes it. Refetching for everyone here would make
+		// N experiments starting together cost N fetches of up to N pods.
+		<-g.sem
+		return s.inner.Sample(ctx, t)
+	}
+	defer func() { <-g.sem }()
+	if !fresh {
 		if err := s.fetch(ctx, t, now); err != nil {
 			return s.inner.Sample(ctx, t)
 		}

@@ -56,10 +56,16 @@ func TestSharedMetricsOneFetchServesANamespace(t *testing.T) {
 	}
 
 	sample(a, "a-1")
-	sample(b, "b-1") // not covered: a fetch for both
-	if want := [][]string{{"a-1"}, {"a-1", "b-1"}}; !slices.EqualFunc(inner.calls, want, slices.Equal) {
+	sample(b, "b-1") // fresh but not covered: b queries alone once
+	if want := [][]string{{"a-1"}, {"b-1"}}; !slices.EqualFunc(inner.calls, want, slices.Equal) {
 		t.Fatalf("fetches %v, want %v", inner.calls, want)
 	}
+	now = now.Add(5 * time.Second)
+	sample(a, "a-1") // stale: one fetch for both
+	if last := inner.calls[len(inner.calls)-1]; len(inner.calls) != 3 || !slices.Equal(last, []string{"a-1", "b-1"}) {
+		t.Fatalf("fetches %v, want a third for both pods", inner.calls)
+	}
+	inner.calls = inner.calls[1:]
 	now = now.Add(2 * time.Second)
 	got := sample(a, "a-1") // fresh and covered: no query
 	if len(inner.calls) != 2 || len(got) != 1 || got[0].Window != time.Minute+2*time.Second {

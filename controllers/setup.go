@@ -32,12 +32,28 @@ func CacheOptions() cache.Options {
 		panic(err) // a constant key; cannot fail
 	}
 	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}:       owned,
-		&corev1.Pod{}:        owned,
-		&appsv1.Deployment{}: owned,
-		&corev1.ConfigMap{}:  owned,
-	}}
+	return cache.Options{
+		// Nothing reads managedFields; dropping them keeps about a tenth of
+		// the cached bytes out of the heap (test/bench/scale's heap profile).
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}:       owned,
+			&corev1.Pod{}:        owned,
+			&appsv1.Deployment{}: owned,
+			&corev1.ConfigMap{}:  owned,
+		}}
+}
+
+// experimentIndex indexes the cached Jobs and pods by their experiment label,
+// so a reconcile lists its own objects instead of filtering every k6 object of
+// the namespace by label (at N=1000 that scan was a sixth of the CPU).
+const experimentIndex = "metadata.labels." + perfv1.LabelExperiment
+
+func experimentOf(o client.Object) []string {
+	if v := o.GetLabels()[perfv1.LabelExperiment]; v != "" {
+		return []string{v}
+	}
+	return nil
 }
 
 // targetIndex indexes experiments by their target Deployment's name, so a
@@ -54,6 +70,11 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []string{o.(*perfv1.PerfExperiment).Spec.Target.Deployment}
 	}); err != nil {
 		return err
+	}
+	for _, o := range []client.Object{&batchv1.Job{}, &corev1.Pod{}} {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), o, experimentIndex, experimentOf); err != nil {
+			return err
+		}
 	}
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[perfv1.LabelExperiment]
