@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test e2e e2e-jvm soak bench-guardrail cluster-up cluster-down tools prometheus generate verify-generated vet build images
+.PHONY: all quickstart test bench-scale e2e e2e-jvm soak bench-guardrail cluster-up cluster-down tools prometheus generate verify-generated vet build images
 
 all: build
 
@@ -44,6 +44,15 @@ soak: tools
 ## `go test ./test/bench/guardrail/` is a small subset.
 bench-guardrail:
 	PERF_BENCH_FULL=1 go test -count=1 -timeout 60m -run . -v ./test/bench/guardrail/
+
+## bench-scale: N experiments running at once in one manager process against a real
+## apiserver (test/bench/scale): prints RSS, goroutines, CPU, reconciles and API
+## requests per experiment, start-all time and the guardrail delay with a hung target.
+## N=100 by default: make bench-scale N=1000. Not part of `make test`.
+N ?= 100
+bench-scale:
+	hack/tools.sh kube
+	go test -count=1 -timeout 60m -v -run TestScale ./test/bench/scale -args -scale -scale.n=$(N)
 
 ## cluster-up, cluster-down: the local cluster with the operator installed, by hand.
 cluster-up:

@@ -200,7 +200,7 @@ func rolloutOf(dep *appsv1.Deployment) engine.Rollout {
 
 // observeJobs reads the experiment's k6 Jobs and their pods from the caches.
 func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.PerfExperiment) (map[string]*engine.Job, error) {
-	sel := client.MatchingLabels{perfv1.LabelExperiment: exp.Name}
+	sel := client.MatchingFields{experimentIndex: exp.Name}
 	var jobs batchv1.JobList
 	if err := r.List(ctx, &jobs, client.InNamespace(exp.Namespace), sel); err != nil {
 		return nil, err

@@ -60,6 +60,9 @@ type PerfExperimentReconciler struct {
 	Exec toggle.Execer
 	// Metrics resolves each experiment's metrics provider.
 	Metrics MetricsSource
+	// ShareMetrics lets experiments of one namespace with the same
+	// spec.metrics share their metrics queries (see sharedMetrics).
+	ShareMetrics bool
 	// Workers is how many experiments are reconciled at once (one at a time
 	// each); at least 1.
 	Workers int
@@ -72,7 +75,8 @@ type PerfExperimentReconciler struct {
 	// pod IPs directly.
 	LoadAPI k6.LiveClient
 
-	samples buffers
+	samples       buffers
+	sharedMetrics sharedMetrics
 }
 
 // Reconcile observes one experiment, lets the engine decide, acts, and records

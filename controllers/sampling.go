@@ -119,6 +119,9 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 		if err != nil {
 			return err
 		}
+		if r.ShareMetrics {
+			prov = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
+		}
 		p.provider = prov
 	}
 	if s.target == nil {

@@ -35,6 +35,7 @@ import (
 type options struct {
 	metricsAddr       string
 	probeAddr         string
+	pprofAddr         string
 	leaderElect       bool
 	leaderElectionNS  string
 	watchNamespaces   string
@@ -52,6 +53,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address net/http/pprof's endpoints bind to, for profiling (test/bench/scale); empty (the default) serves none.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles at a time (enable when running more than one replica).")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; defaults to the pod's namespace.")
 	flag.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces to watch; empty watches all namespaces (cluster-wide RBAC needed).")
@@ -89,6 +91,7 @@ func run(o options) error {
 		Cache:                   controllers.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "perf-operator.perfexp.dev",
 		LeaderElectionNamespace: o.leaderElectionNS,
@@ -123,6 +126,8 @@ func run(o options) error {
 		Clock:     clock.RealClock{},
 		Workers:   o.workers,
 		Allow:     controllers.AllowList{PrometheusURLs: splitList(o.allowedPrometheus), K6Images: splitList(o.allowedK6Images)},
+		// Experiments of a namespace share their metrics queries.
+		ShareMetrics: true,
 	}
 	if o.authorize {
 		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock.RealClock{}, TTL: o.authzTTL}

@@ -1,0 +1,104 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/metrics"
+)
+
+// countingProvider answers for every pod asked and records each call's pods.
+type countingProvider struct {
+	calls [][]string
+	fail  func(pods []string) bool
+}
+
+func (c *countingProvider) Name() string { return metrics.PrometheusName }
+
+func (c *countingProvider) Sample(_ context.Context, t metrics.Target) ([]metrics.Sample, error) {
+	c.calls = append(c.calls, slices.Clone(t.Pods))
+	if c.fail != nil && c.fail(t.Pods) {
+		return nil, errors.New("bad series")
+	}
+	var out []metrics.Sample
+	for _, p := range t.Pods {
+		out = append(out, metrics.Sample{Pod: p, Window: time.Minute, CPUCores: 1})
+	}
+	return out, nil
+}
+
+func TestSharedMetricsOneFetchServesANamespace(t *testing.T) {
+	exp := func(name, ns string) *perfv1.PerfExperiment {
+		return &perfv1.PerfExperiment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: perfv1.PerfExperimentSpec{Metrics: perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prom"}}}}
+	}
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	inner := &countingProvider{}
+	var m sharedMetrics
+	a := m.wrap(inner, exp("a", "shop"), "app", clock)
+	b := m.wrap(inner, exp("b", "shop"), "app", clock)
+	other := m.wrap(inner, exp("c", "other"), "app", clock)
+	ctx := context.Background()
+	sample := func(p metrics.Provider, pods ...string) []metrics.Sample {
+		t.Helper()
+		got, err := p.Sample(ctx, metrics.Target{Namespace: "shop", Pods: pods, Container: "app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	sample(a, "a-1")
+	sample(b, "b-1") // fresh but not covered: b queries alone once
+	if want := [][]string{{"a-1"}, {"b-1"}}; !slices.EqualFunc(inner.calls, want, slices.Equal) {
+		t.Fatalf("fetches %v, want %v", inner.calls, want)
+	}
+	now = now.Add(5 * time.Second)
+	sample(a, "a-1") // stale: one fetch for both
+	if last := inner.calls[len(inner.calls)-1]; len(inner.calls) != 3 || !slices.Equal(last, []string{"a-1", "b-1"}) {
+		t.Fatalf("fetches %v, want a third for both pods", inner.calls)
+	}
+	inner.calls = inner.calls[1:]
+	now = now.Add(2 * time.Second)
+	got := sample(a, "a-1") // fresh and covered: no query
+	if len(inner.calls) != 2 || len(got) != 1 || got[0].Window != time.Minute+2*time.Second {
+		t.Fatalf("after 2s: %d fetches, samples %+v; want 2 fetches and the window stretched by the answer's age", len(inner.calls), got)
+	}
+	now = now.Add(4 * time.Second) // older than interval/3
+	sample(b, "b-1")
+	if len(inner.calls) != 3 || !slices.Equal(inner.calls[2], []string{"a-1", "b-1"}) {
+		t.Fatalf("stale answer: fetches %v", inner.calls)
+	}
+	// b samples late (a busy operator): a's pod is still in the shared query.
+	now = now.Add(40 * time.Second)
+	sample(a, "a-1")
+	if last := inner.calls[len(inner.calls)-1]; !slices.Equal(last, []string{"a-1", "b-1"}) {
+		t.Fatalf("b's pod left the shared query after 40s: %v", last)
+	}
+	sample(b, "b-1")
+	if len(inner.calls) != 4 {
+		t.Fatalf("b's late sample fetched again: %v", inner.calls)
+	}
+	inner.calls = inner.calls[:3]
+	sample(other, "c-1")
+	if len(inner.calls) != 4 || !slices.Equal(inner.calls[3], []string{"c-1"}) {
+		t.Fatalf("another namespace shares nothing: fetches %v", inner.calls)
+	}
+
+	// A shared fetch that fails is not reused: each experiment queries alone.
+	inner.fail = func(pods []string) bool { return slices.Contains(pods, "b-1") }
+	now = now.Add(time.Minute)
+	if got := sample(a, "a-1"); len(got) != 1 || got[0].Pod != "a-1" {
+		t.Fatalf("a's own query after the shared one failed: %+v", got)
+	}
+	if last := inner.calls[len(inner.calls)-1]; !slices.Equal(last, []string{"a-1"}) {
+		t.Fatalf("fallback asked for %v, want only a's pod", last)
+	}
+}
