@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -93,6 +94,47 @@ func (w countingReader) List(ctx context.Context, list client.ObjectList, opts .
 	return w.Reader.List(ctx, list, opts...)
 }
 
+// handClients are the production caches (with the reconciler's indexes) and
+// the uncached reader, for a reconciler called by hand: the manager's
+// controller is registered but never started.
+func handClients(t *testing.T) (client.Client, client.Reader) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme, Cache: controllers.CacheOptions(), Controller: ctrlConfig(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&controllers.PerfExperimentReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = mgr.GetCache().Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("caches never synced")
+	}
+	return mgr.GetClient(), mgr.GetAPIReader()
+}
+
+// cached waits until the cache has the experiment as the API server has it.
+func cached(t *testing.T, c client.Client, key client.ObjectKey) {
+	t.Helper()
+	want := &perfv1.PerfExperiment{}
+	if err := k8s.Get(context.Background(), key, want); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		got := &perfv1.PerfExperiment{}
+		if err := c.Get(context.Background(), key, got); err == nil && got.ResourceVersion == want.ResourceVersion {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the cache never caught up with %s", key)
+}
+
 // One reconcile reads the target Deployment at most once from the API server
 // (and at most once more from the cache), and lists its pods at most once,
 // whatever it does: preflight with the lock and the first Job, sampling, the
@@ -103,10 +145,11 @@ func TestAReconcileReadsEachObjectOnce(t *testing.T) {
 	c := newCluster(t, clock)
 	dep := c.target("app")
 	targetPods(t, c.ns, dep)
-	cached, uncached := &calls{n: map[string]int{}}, &calls{n: map[string]int{}}
+	fromCacheCalls, uncached := &calls{n: map[string]int{}}, &calls{n: map[string]int{}}
 	admin := newAdminServer(t, clock, "")
+	cc, api := handClients(t)
 	r := &controllers.PerfExperimentReconciler{
-		Client: countingClient{Client: k8s, c: cached}, APIReader: countingReader{Reader: k8s, c: uncached},
+		Client: countingClient{Client: cc, c: fromCacheCalls}, APIReader: countingReader{Reader: api, c: uncached},
 		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, HTTP: admin.sender(), Metrics: metricsFor(clock),
 	}
 	e := shortExperiment(c.ns, "app", httpToggleSpec())
@@ -118,12 +161,13 @@ func TestAReconcileReadsEachObjectOnce(t *testing.T) {
 	seen := map[perfv1.Phase]bool{}
 	checkedJobs := 0
 	for i := 0; i < 400 && !c.experiment("overhead").Status.Phase.IsTerminal(); i++ {
-		cached.reset()
+		cached(t, cc, req.NamespacedName)
+		fromCacheCalls.reset()
 		uncached.reset()
 		if _, err := r.Reconcile(context.Background(), req); err != nil {
 			t.Fatalf("reconcile %d: %v", i, err)
 		}
-		fromCache, fromAPI := cached.reset(), uncached.reset()
+		fromCache, fromAPI := fromCacheCalls.reset(), uncached.reset()
 		phase := c.experiment("overhead").Status.Phase
 		seen[phase] = true
 		if n := fromAPI["Deployment/app"]; n > 1 {
@@ -180,8 +224,9 @@ func TestAWaitingExperimentCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := &calls{n: map[string]int{}}
+	cc, api := handClients(t)
 	r := &controllers.PerfExperimentReconciler{
-		Client: countingClient{Client: k8s, c: writes}, APIReader: k8s,
+		Client: countingClient{Client: cc, c: writes}, APIReader: api,
 		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, Metrics: metricsFor(clock),
 	}
 	e := shortExperiment(c.ns, "app", envToggle())
@@ -189,6 +234,8 @@ func TestAWaitingExperimentCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
+	cached(t, cc, req.NamespacedName)
+	writes.reset()
 	res, err := r.Reconcile(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +253,8 @@ func TestAWaitingExperimentCostsNothing(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		clock.Step(time.Minute)
+		cached(t, cc, req.NamespacedName)
+		writes.reset()
 		if _, err := r.Reconcile(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
