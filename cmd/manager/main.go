@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -47,6 +48,8 @@ type options struct {
 	allowedPrometheus string
 	allowedK6Images   string
 	metricsSecure     bool
+	abortAll          bool
+	abortTimeout      time.Duration
 }
 
 func main() {
@@ -64,6 +67,8 @@ func main() {
 	flag.StringVar(&o.allowedPrometheus, "allowed-prometheus-urls", "", "Comma-separated scheme://host:port of the Prometheus servers experiments may query; empty allows any (the operator then queries any address an experiment author names, from its own network position).")
 	flag.StringVar(&o.allowedK6Images, "allowed-k6-images", "", "Comma-separated glob patterns of the images the k6 load Jobs may run, such as grafana/k6:*; empty allows any.")
 	flag.IntVar(&o.workers, "workers", 4, "How many experiments are reconciled at once (each one at a time, in order); a slow target's toggle or metrics query holds only one of them, for at most its timeout.")
+	flag.BoolVar(&o.abortAll, "abort-all", false, "Do not run the operator: set spec.abort on every experiment that has not ended (in --watch-namespaces, or all), wait until each has ended with its toggle switched back, and exit; non-zero, naming them, on those still running after --abort-timeout. The chart's pre-delete hook runs it, so an uninstall never leaves a toggle on.")
+	flag.DurationVar(&o.abortTimeout, "abort-timeout", 5*time.Minute, "How long --abort-all waits for the experiments to end.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -85,6 +90,17 @@ func run(o options) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if o.abortAll {
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		if err := abortAll(ctrl.SetupSignalHandler(), c, splitNamespaces(o.watchNamespaces), o.abortTimeout, 2*time.Second); err != nil {
+			return err
+		}
+		ctrl.Log.Info("every experiment has ended with its toggle switched back")
+		return nil
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,

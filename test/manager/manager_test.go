@@ -23,7 +23,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -222,5 +225,98 @@ func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 	}
 	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
 		t.Fatalf("lease still held by %q after shutdown; a new replica would wait it out", *lease.Spec.HolderIdentity)
+	}
+}
+
+// The chart's pre-delete hook runs the manager with --abort-all: every
+// experiment that has not ended gets spec.abort, and the command waits until
+// each has ended with its toggle switched back; it fails, naming them, when some
+// do not in time. Finished experiments are left alone.
+func TestAbortAllEndsEveryRunBeforeUninstall(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(perfv1.AddToScheme(scheme))
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "manager")
+	if err := testenv.GoBuild(bin, "./cmd/manager"); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := env.AdminKubeconfig(dir, "operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "profiling-overhead.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, phase perfv1.Phase, applied bool) *perfv1.PerfExperiment {
+		e := &perfv1.PerfExperiment{}
+		if err := yaml.Unmarshal(b, e); err != nil {
+			t.Fatal(err)
+		}
+		e.Namespace, e.Name = "default", name
+		if err := c.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		e.Status = perfv1.PerfExperimentStatus{Phase: phase, Toggle: &perfv1.ToggleStatus{Applied: applied}}
+		if err := c.Status().Update(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	running := mk("running", perfv1.PhaseTreatment, true)
+	mk("finished", perfv1.PhaseSucceeded, false)
+
+	// Nobody ends the run: the command gives up after its timeout, naming it.
+	out, err := exec.Command(bin, "--kubeconfig", kc, "--abort-all", "--abort-timeout=3s").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "default/running (Treatment)") || strings.Contains(string(out), "default/finished") {
+		t.Fatalf("with a run that never ends: %v\n%s", err, out)
+	}
+	got := &perfv1.PerfExperiment{}
+	for name, want := range map[string]bool{"running": true, "finished": false} {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Abort != want {
+			t.Errorf("%s: spec.abort %v, want %v", name, got.Spec.Abort, want)
+		}
+	}
+
+	// The operator ends it (here: the test, as the operator would): the command
+	// returns 0 once the toggle is switched back.
+	cmd := exec.Command(bin, "--kubeconfig", kc, "--abort-all", "--abort-timeout=60s")
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	time.Sleep(time.Second)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(running), got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Phase, got.Status.Toggle.Applied = perfv1.PhaseAborted, false
+	if err := c.Status().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("abort-all: %v\n%s", err, buf.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("abort-all did not return once the run ended:\n%s", buf.String())
 	}
 }
