@@ -112,7 +112,7 @@ func setDuration(d *Duration, def Duration) {
 // Go's own parsers are looser: time.ParseDuration takes "0", "+5m", "-0s", ".5s"
 // and "1µs", and strconv.ParseFloat takes "NaN", "1_0" and "0x1p1".
 var (
-	durationFormat = regexp.MustCompile(`^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$`)
+	durationFormat = regexp.MustCompile(`^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$`)
 	percentFormat  = regexp.MustCompile(`^(100([.]0+)?|[0-9]{1,2}([.][0-9]+)?)%$`)
 )
 

@@ -17,7 +17,7 @@ import (
 // Duration is a Go duration string such as "30s", "5m" or "1h30m".
 //
 // +kubebuilder:validation:MaxLength=32
-// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m (units: ns, us, ms, s, m, h)"
+// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m (units: ns, us, ms, s, m, h; at most 6 digits a number, so it cannot overflow)"
 type Duration string
 
 // Percent is a percentage from 0% to 100%, such as "5%" or "2.5%".
@@ -32,8 +32,8 @@ type Percent string
 //
 // +kubebuilder:validation:XValidation:rule="has(self.load.scriptRef) || has(self.target.url)",fieldPath=".target.url",reason="FieldValueRequired",message="target.url is required when load.requests generates the k6 script (it is the base URL the requests go to)"
 // +kubebuilder:validation:XValidation:rule="self.metrics.source != 'prometheus' || has(self.metrics.prometheus)",fieldPath=".metrics.prometheus",reason="FieldValueRequired",message="metrics.prometheus.url is required when metrics.source is prometheus"
-// +kubebuilder:validation:XValidation:rule="!self.windows.baseline.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.baseline).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.baseline",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
-// +kubebuilder:validation:XValidation:rule="!self.windows.treatment.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.treatment).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.treatment",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
+// +kubebuilder:validation:XValidation:rule="!self.windows.baseline.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.baseline).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.baseline",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
+// +kubebuilder:validation:XValidation:rule="!self.windows.treatment.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.treatment).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.treatment",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
 type PerfExperimentSpec struct {
 	// Target is the Deployment under test, in the experiment's own namespace.
 	// +required
@@ -142,7 +142,7 @@ type LoadSpec struct {
 	// Timeout is the per-request timeout of the load generator.
 	// +optional
 	// +kubebuilder:default="10s"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('5m'))",message="must be between 100ms and 5m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('5m'))",message="must be between 100ms and 5m"
 	Timeout Duration `json:"timeout,omitempty"`
 
 	// K6 configures the k6 load Jobs.
@@ -364,7 +364,7 @@ type WarmupSpec struct {
 
 	// Duration of the warm-up.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('24h'))",message="must be between 1s and 24h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('24h'))",message="must be between 1s and 24h"
 	Duration Duration `json:"duration"`
 }
 
@@ -388,13 +388,13 @@ type WindowsSpec struct {
 	// Baseline is how long the target is measured with the toggle off.
 	// +optional
 	// +kubebuilder:default="30m"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('20s') && duration(self) <= duration('24h'))",message="must be between 20s and 24h: shorter windows cannot be measured"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('20s') && duration(self) <= duration('24h'))",message="must be between 20s and 24h: shorter windows cannot be measured"
 	Baseline Duration `json:"baseline,omitempty"`
 
 	// Treatment is how long the target is measured with the toggle on.
 	// +optional
 	// +kubebuilder:default="30m"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('20s') && duration(self) <= duration('24h'))",message="must be between 20s and 24h: shorter windows cannot be measured"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('20s') && duration(self) <= duration('24h'))",message="must be between 20s and 24h: shorter windows cannot be measured"
 	Treatment Duration `json:"treatment,omitempty"`
 
 	// Settle follows every toggle change and its rollout, under load, before the
@@ -402,7 +402,7 @@ type WindowsSpec struct {
 	// toggles that need no warm-up.
 	// +optional
 	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) <= duration('1h')",message="must be between 0s and 1h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) <= duration('1h')",message="must be between 0s and 1h"
 	Settle Duration `json:"settle,omitempty"`
 }
 
@@ -490,7 +490,7 @@ type ExecToggle struct {
 	// counts as failed, and may still have taken effect, so it is reverted.
 	// +optional
 	// +kubebuilder:default="30s"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('5m'))",message="must be between 1s and 5m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('5m'))",message="must be between 1s and 5m"
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
@@ -535,7 +535,7 @@ type HTTPToggle struct {
 	// Timeout of each request.
 	// +optional
 	// +kubebuilder:default="5s"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('1m'))",message="must be between 100ms and 1m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('100ms') && duration(self) <= duration('1m'))",message="must be between 100ms and 1m"
 	Timeout Duration `json:"timeout,omitempty"`
 
 	// Revert switches the feature off again. It is sent on every exit path: end of
@@ -597,7 +597,7 @@ type MetricsSpec struct {
 	// a shorter interval only repeats its values.
 	// +optional
 	// +kubebuilder:default="15s"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('5m'))",message="must be between 1s and 5m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('5m'))",message="must be between 1s and 5m"
 	Interval Duration `json:"interval,omitempty"`
 
 	// Prometheus is the Prometheus server to query.
@@ -668,7 +668,7 @@ type GuardrailsSpec struct {
 	// take before the experiment aborts and reverts. Defaults to the Deployment's
 	// progressDeadlineSeconds.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('2h'))",message="must be between 10s and 2h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('2h'))",message="must be between 10s and 2h"
 	RolloutTimeout Duration `json:"rolloutTimeout,omitempty"`
 
 	// RevertTimeout is how long a failing revert is retried (with bounded
@@ -676,7 +676,7 @@ type GuardrailsSpec struct {
 	// before toggle.onRevertFailure decides and the run ends.
 	// +optional
 	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('1h'))",message="must be between 10s and 1h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('1h'))",message="must be between 10s and 1h"
 	RevertTimeout Duration `json:"revertTimeout,omitempty"`
 }
 

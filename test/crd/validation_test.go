@@ -126,6 +126,10 @@ var invalidCases = []struct {
 	{"warm-up negative duration", []edit{{"warmup.duration", "-5m"}}, "spec.warmup.duration", "must be a duration such as 30s"},
 	{"warm-up without qps", []edit{{"warmup.qps", del}}, "spec.warmup.qps", "Required value"},
 	{"baseline too short", []edit{{"windows.baseline", "10s"}}, "spec.windows.baseline", "must be between 20s and 24h"},
+	// A number too large for a Go duration is refused by its format, naming the
+	// field, not by an overflow inside a rule's evaluation.
+	{"baseline overflows", []edit{{"windows.baseline", "99999999999999h"}}, "spec.windows.baseline", "at most 6 digits a number"},
+	{"revert timeout overflows", []edit{{"guardrails.revertTimeout", "9223372036854775807ns"}}, "spec.guardrails.revertTimeout", "at most 6 digits a number"},
 	{"treatment not a duration", []edit{{"windows.treatment", "half an hour"}}, "spec.windows.treatment", "must be a duration such as 30s"},
 	{"settle too long", []edit{{"windows.settle", "2h"}}, "spec.windows.settle", "must be between 0s and 1h"},
 	{"baseline under 4 samples", []edit{{"windows.baseline", "1m"}, {"metrics.interval", "30s"}}, "spec.windows.baseline", "at least 4 metrics.interval"},
