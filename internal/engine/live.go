@@ -49,7 +49,8 @@ type liveCounts struct {
 // judgeLive checks the live counters of the running load Jobs on every sample:
 // from the first toggle on, an error rate above spec.guardrails.errorRate
 // aborts the run at once (settle load included: a toggle is watched under
-// load); in a measured window, an achieved rate short of the window's, or
+// load; but not the settle of a toggle that rolls the pods, whose rollout
+// fails requests by itself); in a measured window, an achieved rate short of the window's, or
 // dropped iterations, flag the window at once. The window's numbers still come
 // from its Job's final result. It returns false when it ended the run.
 func (x *decider) judgeLive() bool {
@@ -73,7 +74,12 @@ func (x *decider) judgeLive() bool {
 			continue // a finished window is judged on its final result
 		}
 		c := byJob[name]
-		if x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil {
+		// The settle of a toggle that rolls the pods carries the rollout itself:
+		// requests to pods being replaced fail whatever the toggle does, which is
+		// what the settle period keeps out of the run. Its errors are not judged
+		// live; the treatment window after it is.
+		rolling := rec.Variant == perfv1.VariantSettle && x.spec.Toggle.RollsPods()
+		if x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil && !rolling {
 			if msg, bad := x.liveErrorRate(rec, c); bad {
 				x.finish(perfv1.PhaseAborted, perfv1.ReasonErrorRate, msg)
 				return false

@@ -34,16 +34,26 @@ func TestLiveErrorRate(t *testing.T) {
 		share float64 // of the requests since onset that fail
 		// reason is the abort wanted ("" for a successful run); message a part of it.
 		reason, message string
+		// exp is the experiment (default: the seed's runtime toggle).
+		exp func() *perfv1.PerfExperiment
 	}{
 		{"40 % failing mid-treatment", onset{perfv1.VariantTreatment, 10 * time.Minute}, 0.4, perfv1.ReasonErrorRate,
-			"requests between 08:"},
+			"requests between 08:", nil},
 		{"failing while the toggle settles", onset{perfv1.VariantSettle, 0}, 0.5, perfv1.ReasonErrorRate,
-			"in the settle window of stage 500, limit 1%"},
-		{"below the limit", onset{perfv1.VariantTreatment, 0}, 0.005, "", ""},
-		{"before the first toggle: not the toggle's doing", onset{perfv1.VariantBaseline, 0}, 0.5, "", ""},
+			"in the settle window of stage 500, limit 1%", nil},
+		{"below the limit", onset{perfv1.VariantTreatment, 0}, 0.005, "", "", nil},
+		{"before the first toggle: not the toggle's doing", onset{perfv1.VariantBaseline, 0}, 0.5, "", "", nil},
+		// A toggle that rolls the pods fails requests by its rollout: the settle
+		// keeps that out, and the treatment window after it is still judged.
+		{"an env toggle's rollout failing requests while it settles", onset{perfv1.VariantSettle, 0}, 0.5, "", "", envExperiment},
+		{"an env toggle failing requests in its treatment", onset{perfv1.VariantTreatment, 5 * time.Minute}, 0.5, perfv1.ReasonErrorRate,
+			"in the treatment window of stage 500", envExperiment},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := seedExperiment()
+			if tc.exp != nil {
+				exp = tc.exp()
+			}
 			exp.Spec.Guardrails.ErrorRate = "1%"
 			w := newWorld(t, exp)
 			var onsetAt time.Time
