@@ -96,7 +96,7 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		if err := abortAll(ctrl.SetupSignalHandler(), c, splitNamespaces(o.watchNamespaces), o.abortTimeout, 2*time.Second); err != nil {
+		if err := abortAll(ctrl.SetupSignalHandler(), c, splitList(o.watchNamespaces), o.abortTimeout, 2*time.Second); err != nil {
 			return err
 		}
 		ctrl.Log.Info("every experiment has ended with its toggle switched back")
@@ -116,7 +116,7 @@ func run(o options) error {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 	}
-	if ns := splitNamespaces(o.watchNamespaces); len(ns) > 0 {
+	if ns := splitList(o.watchNamespaces); len(ns) > 0 {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{}
 		for _, n := range ns {
 			mgrOpts.Cache.DefaultNamespaces[n] = cache.Config{}
@@ -184,18 +184,8 @@ func run(o options) error {
 	return nil
 }
 
-// splitNamespaces parses the --watch-namespaces flag.
-func splitNamespaces(s string) []string {
-	var out []string
-	for _, n := range strings.Split(s, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// splitList parses a comma-separated flag, dropping empty entries.
+// splitList parses a comma-separated flag (--watch-namespaces, the allow-lists),
+// dropping empty entries.
 func splitList(s string) []string {
 	var out []string
 	for _, v := range strings.Split(s, ",") {

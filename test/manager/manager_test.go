@@ -59,6 +59,21 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Fatalf("%s never happened; last: %s", what, last)
 }
 
+// managerBinary builds the manager into dir and writes an admin kubeconfig for
+// env there.
+func managerBinary(t *testing.T, env *testenv.Env, dir string) (bin, kubeconfig string) {
+	t.Helper()
+	bin = filepath.Join(dir, "manager")
+	if err := testenv.GoBuild(bin, "./cmd/manager"); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := env.AdminKubeconfig(dir, "operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, kubeconfig
+}
+
 func get(url string) (int, string) { return getAs(url, "") }
 
 // getAs GETs url, over HTTPS with the manager's self-signed certificate, with a
@@ -128,14 +143,7 @@ func TestManagerStartsServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
-	if err := testenv.GoBuild(bin, "./cmd/manager"); err != nil {
-		t.Fatal(err)
-	}
-	kcPath, err := env.AdminKubeconfig(dir, "operator")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, kcPath := managerBinary(t, env, dir)
 
 	metrics, probes := freePort(t), freePort(t)
 	logs, _ := os.Create(filepath.Join(dir, "manager.log"))
@@ -245,15 +253,7 @@ func TestAbortAllEndsEveryRunBeforeUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
-	if err := testenv.GoBuild(bin, "./cmd/manager"); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := env.AdminKubeconfig(dir, "operator")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, kc := managerBinary(t, env, t.TempDir())
 	ctx := context.Background()
 	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "profiling-overhead.yaml"))
 	if err != nil {
