@@ -42,7 +42,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
-	"perfexp.dev/perf-operator/internal/k6"
 	"perfexp.dev/perf-operator/internal/testenv"
 )
 
@@ -223,41 +222,19 @@ func (w *world) runJob(job *batchv1.Job) {
 		return
 	}
 	started := pod.Status.ContainerStatuses[0].State.Running.StartedAt
-	qps, dur := windowOf(job)
+	qps, dur := testenv.K6Window(job)
 	if time.Now().Before(started.Add(dur)) {
 		return
 	}
 	end := metav1.NewTime(started.Add(dur))
-	n := int64(float64(qps) * dur.Seconds())
-	msg := fmt.Sprintf(`{"v":1,"window":%q,"index":0,"pods":1,"qps":%d,"rate":%d,"startMs":%d,"durationMs":%d,`+
-		`"requests":%d,"iterations":%d,"failures":0,"dropped":0,"p50":2.1,"p95":4.8,"p99":9.5,"max":31.2}`,
-		job.Name, qps, qps, started.UnixMilli(), dur.Milliseconds(), n, n)
 	pod.Status.Phase = corev1.PodSucceeded
-	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: started, FinishedAt: end, Message: msg}}
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		StartedAt: started, FinishedAt: end, Message: testenv.K6Result(job.Name, qps, dur, started.Time)}}
 	if err := k8s.Status().Update(ctx, pod); err != nil {
 		return
 	}
-	job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &started, &end, 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: end},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: end},
-	}
+	testenv.CompleteJob(job, started, end)
 	_ = k8s.Status().Update(ctx, job)
-}
-
-func windowOf(job *batchv1.Job) (int32, time.Duration) {
-	var qps int32
-	var dur time.Duration
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		switch e.Name {
-		case k6.EnvQPS:
-			n, _ := strconv.Atoi(e.Value)
-			qps = int32(n)
-		case k6.EnvDuration:
-			dur, _ = time.ParseDuration(e.Value)
-		}
-	}
-	return qps, dur
 }
 
 // operatorProcess is one run of the manager binary, confined to a namespace.

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/testenv"
 )
 
 // memoryLimit is every target container's memory limit; the fake working set
@@ -299,15 +300,12 @@ func (w *world) runJob(job *batchv1.Job) {
 		return
 	}
 	started := cs.State.Running.StartedAt
-	qps, dur := windowOf(job)
+	qps, dur := testenv.K6Window(job)
 	if time.Now().Before(started.Add(dur)) {
 		return
 	}
 	end := metav1.NewTime(started.Add(dur))
-	n := int64(float64(qps) * dur.Seconds())
-	msg := fmt.Sprintf(`{"v":1,"window":%q,"index":0,"pods":1,"qps":%d,"rate":%d,"startMs":%d,"durationMs":%d,`+
-		`"requests":%d,"iterations":%d,"failures":0,"dropped":0,"p50":2.1,"p95":4.8,"p99":9.5,"max":31.2}`,
-		job.Name, qps, qps, started.UnixMilli(), dur.Milliseconds(), n, n)
+	msg := testenv.K6Result(job.Name, qps, dur, started.Time)
 	pod.Status.Phase = corev1.PodSucceeded
 	cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: started, FinishedAt: end, Message: msg, Reason: "Completed"}}
 	if err := w.c.Status().Update(ctx, pod); err != nil {
@@ -317,25 +315,6 @@ func (w *world) runJob(job *batchv1.Job) {
 }
 
 func (w *world) completeJob(ctx context.Context, job *batchv1.Job, started, end metav1.Time) {
-	job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &started, &end, 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: end},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: end},
-	}
+	testenv.CompleteJob(job, started, end)
 	_ = w.c.Status().Update(ctx, job)
-}
-
-func windowOf(job *batchv1.Job) (int32, time.Duration) {
-	var qps int32
-	var dur time.Duration
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		switch e.Name {
-		case k6.EnvQPS:
-			n, _ := strconv.Atoi(e.Value)
-			qps = int32(n)
-		case k6.EnvDuration:
-			dur, _ = time.ParseDuration(e.Value)
-		}
-	}
-	return qps, dur
 }
