@@ -25,6 +25,9 @@ const (
 type interval struct {
 	lo, hi float64
 	block  int
+	// crit is the critical value c of est ± c·se (for the minimum detectable
+	// effect); 0 when the interval is not of that form.
+	crit float64
 }
 
 // arWindow is one window prepared for post-blackened resampling: its mean, the
@@ -153,7 +156,7 @@ func studentizedInterval(b, t []float64, o Options) (interval, error) {
 	if math.IsInf(c, 0) {
 		return iv, errTooVariable
 	}
-	iv.lo, iv.hi = math.Expm1(est-c*se), math.Expm1(est+c*se)
+	iv.lo, iv.hi, iv.crit = math.Expm1(est-c*se), math.Expm1(est+c*se), c
 	if math.IsInf(iv.hi, 0) { // status JSON cannot carry an infinity
 		return iv, errTooVariable
 	}

@@ -43,6 +43,8 @@ type scenario struct {
 	n       int
 	effect  float64
 	methods []method
+	// maxWidth, when set, bounds the default method's mean interval width.
+	maxWidth float64
 }
 
 func (s scenario) label() string {
@@ -50,7 +52,7 @@ func (s scenario) label() string {
 	if s.effect == 0 {
 		kind = "A/A"
 	}
-	return fmt.Sprintf("%s φ=%.2f\t%dm (%d)\t%s", s.m.name, s.m.phi, s.n/4, s.n, kind)
+	return fmt.Sprintf("%s φ=%.2f\t%gm (%d)\t%s", s.m.name, s.m.phi, float64(s.n)/4, s.n, kind)
 }
 
 // tally is one method's outcome over a scenario's trials.
@@ -67,14 +69,20 @@ func scenarios() []scenario {
 	for _, n := range []int{120, 20} { // 30-minute and 5-minute windows of 15 s samples
 		for _, eff := range []float64{0.04, 0} {
 			out = append(out,
-				scenario{cpuModel(0.8), n, eff, contrasts},
-				scenario{cpuModel(0.7), n, eff, contrasts[:1]},
-				scenario{cpuModel(0.9), n, eff, contrasts[:1]},
-				scenario{rate1mModel, n, eff, contrasts[:1]})
+				scenario{m: cpuModel(0.8), n: n, effect: eff, methods: contrasts},
+				scenario{m: cpuModel(0.7), n: n, effect: eff, methods: contrasts[:1]},
+				scenario{m: cpuModel(0.9), n: n, effect: eff, methods: contrasts[:1]},
+				scenario{m: rate1mModel, n: n, effect: eff, methods: contrasts[:1]})
 		}
 		for _, eff := range []float64{0.02, 0} {
-			out = append(out, scenario{memModel, n, eff, contrasts})
+			out = append(out, scenario{m: memModel, n: n, effect: eff, methods: contrasts})
 		}
+	}
+	// Short windows with a step anyone sees by eye must give a narrow
+	// interval, never one wider than the data's spread.
+	for _, n := range []int{12, 16, 20} {
+		out = append(out, scenario{m: shortModel, n: n, effect: 0.17, methods: contrasts[:1], maxWidth: 0.08},
+			scenario{m: shortModel, n: n, effect: 0, methods: contrasts[:1]})
 	}
 	return out
 }
@@ -149,7 +157,7 @@ func TestIntervalBars(t *testing.T) {
 				lbl = "\t\t"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t\n", lbl, m.name, tl.coverage(), tl.flagRate(), tl.width, tl.block)
-			if k == 0 && (tl.errors > 0 || tl.coverage() < minCoverage || (s.effect == 0 && tl.flagRate() > maxFlagged)) {
+			if k == 0 && (tl.errors > 0 || tl.coverage() < minCoverage || (s.effect == 0 && tl.flagRate() > maxFlagged) || (s.maxWidth > 0 && tl.width > s.maxWidth)) {
 				failures = append(failures, failure{s, tl})
 			}
 		}
@@ -159,8 +167,8 @@ func TestIntervalBars(t *testing.T) {
 		"significant: power on effect rows, false-positive rate on A/A rows; CI width: mean upper − lower bound of the overhead; block: mean block length\n%s",
 		trials, resamples, minCoverage, maxFlagged, time.Since(start).Round(time.Second), sb.String())
 	for _, f := range failures {
-		t.Errorf("%s: coverage %.3f, significant %.3f, %d errors", strings.ReplaceAll(f.s.label(), "\t", " "),
-			f.tal.coverage(), f.tal.flagRate(), f.tal.errors)
+		t.Errorf("%s: coverage %.3f, significant %.3f, width %.3f (bound %g), %d errors", strings.ReplaceAll(f.s.label(), "\t", " "),
+			f.tal.coverage(), f.tal.flagRate(), f.tal.width, f.s.maxWidth, f.tal.errors)
 	}
 }
 
@@ -170,7 +178,7 @@ func TestNaiveBootstrapUndercovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Monte-Carlo harness")
 	}
-	tl := run(1000, scenario{cpuModel(0.8), 120, 0.04, []method{iidPct}})[0]
+	tl := run(1000, scenario{m: cpuModel(0.8), n: 120, effect: 0.04, methods: []method{iidPct}})[0]
 	if tl.coverage() > 0.8 {
 		t.Errorf("i.i.d. bootstrap covers %.3f; the harness's noise is not autocorrelated enough to matter", tl.coverage())
 	}
