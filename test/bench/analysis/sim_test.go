@@ -37,7 +37,7 @@ var (
 	// coverage.
 	// short is the quick start's regime (issue 13): CPU with 1 % scrape noise
 	// and a little slow wander, windows of 12–20 points.
-	shortModel = model{name: "cpu 1% noise", unit: "cores", mean: 0.255, cv: 0.005, phi: 0.5, white: 0.01}
+	shortModel  = model{name: "cpu 1% noise", unit: "cores", mean: 0.255, cv: 0.005, phi: 0.5, white: 0.01}
 	rate1mModel = model{name: "cpu-rate1m", unit: "cores", mean: 0.8, cv: 0.05, phi: 0.5, white: 0.02,
 		bumpP: 0.03, bumpSize: 0.08, bumpDecay: 0.4, ma: 4}
 )
