@@ -31,6 +31,9 @@ const (
 	DefaultScriptKey                     = "script.js"
 	DefaultJobsPolicy         JobsPolicy = JobsPolicyDelete
 	DefaultRevertTimeout      Duration   = "2m"
+	DefaultDesign             Design     = DesignSequential
+	DefaultRounds             int32      = 4
+	DefaultOrder              Order      = OrderABBA
 )
 
 // Default fills every unset field that has a default, exactly as the CRD's
@@ -40,6 +43,17 @@ func (in *PerfExperiment) Default() {
 	setDuration(&s.Windows.Baseline, DefaultBaseline)
 	setDuration(&s.Windows.Treatment, DefaultTreatment)
 	setDuration(&s.Windows.Settle, DefaultSettle)
+	if s.Design == "" {
+		s.Design = DefaultDesign
+	}
+	if il := s.Interleaving; il != nil {
+		if il.Rounds == 0 {
+			il.Rounds = DefaultRounds
+		}
+		if il.Order == "" {
+			il.Order = DefaultOrder
+		}
+	}
 	if s.Metrics.Source == "" {
 		s.Metrics.Source = MetricsSourceAuto
 	}
@@ -181,4 +195,15 @@ func (t *ToggleSpec) RollsPods() bool {
 		return true
 	}
 	return false
+}
+
+// Interleaved reports whether the spec's design is interleaved.
+func (s *PerfExperimentSpec) Interleaved() bool { return s.Design == DesignInterleaved }
+
+// RoundsPerStage is an interleaved stage's round count (defaulted).
+func (s *PerfExperimentSpec) RoundsPerStage() int32 {
+	if s.Interleaving != nil && s.Interleaving.Rounds > 0 {
+		return s.Interleaving.Rounds
+	}
+	return DefaultRounds
 }

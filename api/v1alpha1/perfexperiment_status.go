@@ -44,7 +44,7 @@ func (p Phase) IsTerminal() bool {
 }
 
 // Variant is the kind of a window.
-// +kubebuilder:validation:Enum=warmup;baseline;settle;treatment
+// +kubebuilder:validation:Enum=warmup;baseline;settle;treatment;rounds
 type Variant string
 
 // The window variants. Only baseline and treatment windows enter the results.
@@ -53,6 +53,9 @@ const (
 	VariantBaseline  Variant = "baseline"
 	VariantSettle    Variant = "settle"
 	VariantTreatment Variant = "treatment"
+	// VariantRounds is an interleaved stage's continuous load: its Job runs
+	// every round's sub-windows and settle periods.
+	VariantRounds Variant = "rounds"
 )
 
 // PerfExperimentStatus is what the operator observed and decided. Every deadline
@@ -109,6 +112,11 @@ type PerfExperimentStatus struct {
 	// +optional
 	Toggle *ToggleStatus `json:"toggle,omitempty"`
 
+	// Interleaving records the rounds of design interleaved: the seed and
+	// every stage's round orders, fixed when the run starts.
+	// +optional
+	Interleaving *InterleavingStatus `json:"interleaving,omitempty"`
+
 	// Windows are the measured and excluded windows, in run order.
 	// +optional
 	// +listType=atomic
@@ -130,6 +138,26 @@ type PerfExperimentStatus struct {
 	// Abort says why the run was aborted, when it was.
 	// +optional
 	Abort *AbortStatus `json:"abort,omitempty"`
+}
+
+// InterleavingStatus is the schedule of an interleaved run.
+type InterleavingStatus struct {
+	// Seed drew the orders.
+	Seed int64 `json:"seed"`
+	// Rounds are every stage's rounds, in run order.
+	// +optional
+	// +listType=atomic
+	Rounds []RoundStatus `json:"rounds,omitempty"`
+}
+
+// RoundStatus is one round of an interleaved stage.
+type RoundStatus struct {
+	// Stage is the stage's zero-based index.
+	Stage int32 `json:"stage"`
+	// Round is the round's zero-based index within its stage.
+	Round int32 `json:"round"`
+	// Order is "AB" (baseline first) or "BA".
+	Order string `json:"order"`
 }
 
 // ToggleStatus records the toggle's state on the target. The same record is kept
@@ -175,6 +203,10 @@ type WindowStatus struct {
 
 	// Variant is the kind of window.
 	Variant Variant `json:"variant"`
+
+	// Round is the round of an interleaved stage's sub-window (zero-based).
+	// +optional
+	Round *int32 `json:"round,omitempty"`
 
 	// Job is the k6 Job that loaded the window.
 	// +optional
@@ -368,6 +400,14 @@ type MetricComparison struct {
 	// Material is true when the overhead exceeds the success criterion.
 	// +optional
 	Material bool `json:"material,omitempty"`
+	// MDE is the minimum detectable effect of this run: the overhead (as a
+	// fraction) the same windows or rounds, with this run's noise, find
+	// significant in 80 % of runs. An A/A run's MDE is its noise floor.
+	// +optional
+	MDE *float64 `json:"mde,omitempty"`
+	// Rounds is how many rounds an interleaved stage's comparison used.
+	// +optional
+	Rounds int32 `json:"rounds,omitempty"`
 }
 
 // Verdict is an outcome in one word.

@@ -34,6 +34,8 @@ type Percent string
 // +kubebuilder:validation:XValidation:rule="self.metrics.source != 'prometheus' || has(self.metrics.prometheus)",fieldPath=".metrics.prometheus",reason="FieldValueRequired",message="metrics.prometheus.url is required when metrics.source is prometheus"
 // +kubebuilder:validation:XValidation:rule="!self.windows.baseline.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.baseline).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.baseline",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
 // +kubebuilder:validation:XValidation:rule="!self.windows.treatment.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.treatment).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.treatment",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
+// +kubebuilder:validation:XValidation:rule="!has(self.design) || self.design != 'interleaved' || has(self.toggle.http) || has(self.toggle.exec)",fieldPath=".design",message="interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"
+// +kubebuilder:validation:XValidation:rule="!has(self.interleaving) || (has(self.design) && self.design == 'interleaved')",fieldPath=".interleaving",message="is only used with design interleaved"
 type PerfExperimentSpec struct {
 	// Target is the Deployment under test, in the experiment's own namespace.
 	// +required
@@ -62,6 +64,31 @@ type PerfExperimentSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Windows WindowsSpec `json:"windows,omitempty"`
+
+	// Design lays out each stage's measured windows. sequential (the default,
+	// and the only design for toggles that roll the pods) measures one baseline
+	// window, switches the toggle on, settles, measures one treatment window and
+	// switches it off. interleaved (runtime toggles: http, exec) keeps one
+	// continuous load per stage and alternates short baseline and treatment
+	// sub-windows in rounds (spec.interleaving), each after a settle period; the
+	// analysis pairs the two sub-windows of a round, so slow drift (a cache
+	// warming, a neighbour's batch job) cancels instead of reading as overhead.
+	// Windows.baseline and windows.treatment are then each sub-window's length.
+	// +optional
+	// +kubebuilder:default=sequential
+	Design Design `json:"design,omitempty"`
+
+	// Interleaving tunes design interleaved.
+	// +optional
+	Interleaving *InterleavingSpec `json:"interleaving,omitempty"`
+
+	// Calibrate runs the design as an A/A test: every step happens as in a
+	// real run, but the toggle is never switched (both arms are baseline).
+	// The summary then shows the noise floor per metric (the minimum
+	// detectable effect) and whether the noise alone looked significant; the
+	// toggle is still validated and the target still locked.
+	// +optional
+	Calibrate bool `json:"calibrate,omitempty"`
 
 	// Toggle is the change whose cost is measured. Exactly one kind is set.
 	// +required
@@ -94,6 +121,52 @@ type PerfExperimentSpec struct {
 	// experiment has started.
 	// +optional
 	Abort bool `json:"abort,omitempty"`
+}
+
+// Design is how a stage's windows are laid out.
+// +kubebuilder:validation:Enum=sequential;interleaved
+type Design string
+
+// The designs.
+const (
+	DesignSequential  Design = "sequential"
+	DesignInterleaved Design = "interleaved"
+)
+
+// Order is the order of the two sub-windows in the rounds of an interleaved stage.
+// +kubebuilder:validation:Enum=abba;random
+type Order string
+
+// The orders.
+const (
+	// OrderABBA alternates: AB, BA, AB, … (or BA, AB, … by the seed), so a
+	// linear drift cancels over every two rounds.
+	OrderABBA Order = "abba"
+	// OrderRandom draws each round's order from the seed.
+	OrderRandom Order = "random"
+)
+
+// InterleavingSpec tunes design interleaved.
+type InterleavingSpec struct {
+	// Rounds per stage; each round measures one baseline and one treatment
+	// sub-window. The interval comes from the rounds: more rounds, a narrower
+	// interval (kubectl perf plan says how many an effect needs).
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=50
+	Rounds int32 `json:"rounds,omitempty"`
+
+	// Order of the sub-windows within the rounds.
+	// +optional
+	// +kubebuilder:default=abba
+	Order Order `json:"order,omitempty"`
+
+	// Seed draws the orders; unset, one is derived from the experiment's UID.
+	// The seed used and every round's order are recorded in
+	// status.interleaving.
+	// +optional
+	Seed *int64 `json:"seed,omitempty"`
 }
 
 // TargetSpec names the Deployment under test.

@@ -61,6 +61,7 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 	errs = append(errs, durationIn(p.Child("windows", "settle"), s.Windows.Settle, 0, time.Hour)...)
 
 	errs = append(errs, validateToggle(&s.Toggle, p.Child("toggle"))...)
+	errs = append(errs, validateDesign(s, p)...)
 	if s.Metrics.Source == MetricsSourcePrometheus && s.Metrics.Prometheus == nil {
 		errs = append(errs, field.Required(p.Child("metrics", "prometheus"), "metrics.prometheus.url is required when metrics.source is prometheus"))
 	}
@@ -70,6 +71,34 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 		errs = append(errs, percent(cp.Child("maxCPUOverhead"), c.MaxCPUOverhead)...)
 		errs = append(errs, percent(cp.Child("maxMemoryOverhead"), c.MaxMemoryOverhead)...)
 		errs = append(errs, percent(cp.Child("maxP99Overhead"), c.MaxP99Overhead)...)
+	}
+	return errs
+}
+
+func validateDesign(s *PerfExperimentSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch s.Design {
+	case DesignSequential:
+	case DesignInterleaved:
+		if s.Toggle.RollsPods() {
+			errs = append(errs, field.Invalid(p.Child("design"), s.Design, "interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("design"), s.Design, []string{string(DesignSequential), string(DesignInterleaved)}))
+	}
+	il := s.Interleaving
+	if il == nil {
+		return errs
+	}
+	ip := p.Child("interleaving")
+	if s.Design != DesignInterleaved {
+		errs = append(errs, field.Invalid(ip, "", "is only used with design interleaved"))
+	}
+	if il.Rounds < 2 || il.Rounds > 50 {
+		errs = append(errs, field.Invalid(ip.Child("rounds"), il.Rounds, "must be from 2 to 50: the interval comes from the rounds"))
+	}
+	if il.Order != OrderABBA && il.Order != OrderRandom {
+		errs = append(errs, field.NotSupported(ip.Child("order"), il.Order, []string{string(OrderABBA), string(OrderRandom)}))
 	}
 	return errs
 }

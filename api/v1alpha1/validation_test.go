@@ -177,6 +177,11 @@ func TestValidateAccepts(t *testing.T) {
 		{"exec toggle", func(s *PerfExperimentSpec) {
 			s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"jcmd", "1", "JFR.start"}, Revert: []string{"jcmd", "1", "JFR.stop"}, Timeout: "5m"}}
 		}},
+		{"interleaved http toggle", func(s *PerfExperimentSpec) {
+			s.Design = DesignInterleaved
+			s.Interleaving = &InterleavingSpec{Rounds: 6, Order: OrderRandom}
+		}},
+		{"calibrate", func(s *PerfExperimentSpec) { s.Calibrate = true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,6 +205,18 @@ func TestValidateRefuses(t *testing.T) {
 		typ field.ErrorType
 	}{
 		// target
+		{name: "interleaved with a toggle that rolls the pods",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Design = DesignInterleaved
+				s.Toggle = ToggleSpec{JVMOption: "-XX:+UseSerialGC"}
+			},
+			want: []string{"spec.design"}},
+		{name: "unknown design",
+			mutate: func(s *PerfExperimentSpec) { s.Design = "crossover" },
+			want:   []string{"spec.design"}, typ: field.ErrorTypeNotSupported},
+		{name: "interleaving of a sequential run, one round, unknown order",
+			mutate: func(s *PerfExperimentSpec) { s.Interleaving = &InterleavingSpec{Rounds: 1, Order: "sorted"} },
+			want:   []string{"spec.interleaving", "spec.interleaving.rounds", "spec.interleaving.order"}},
 		{name: "deployment not a DNS subdomain",
 			mutate: func(s *PerfExperimentSpec) { s.Target.Deployment = "Mall_Gateway" },
 			want:   []string{"spec.target.deployment"}},
