@@ -25,6 +25,16 @@ type StageInput struct {
 	P50, P95, P99 [2]float64
 	// Trustworthy is false when a window of the stage was invalid.
 	Trustworthy bool
+	// Rounds, when set, are an interleaved stage's valid rounds; CPU, Memory
+	// and Heap are then compared round by round (CompareRounds) and the
+	// pairs above are unused.
+	Rounds []RoundInput
+}
+
+// RoundInput is one round of an interleaved stage: its sub-windows' samples,
+// index 0 the baseline, 1 the treatment. Heap may be empty.
+type RoundInput struct {
+	CPU, Memory, Heap [2]Series
 }
 
 // tolerances are the parsed success criteria; nil means not set.
@@ -75,13 +85,27 @@ func SummarizeStage(in StageInput, crit *perfv1.SuccessCriteria, o Options) (per
 	if s.Stage == "" {
 		s.Stage = strconv.Itoa(int(in.QPS))
 	}
-	if s.CPU, err = resourceRow("cpu", in.CPU, in.CPULimitCores, in.Trustworthy, o); err != nil {
+	row := func(name string, pick func(RoundInput) [2]Series, pair [2]Series, limit float64, required bool) (*perfv1.MetricComparison, error) {
+		if len(in.Rounds) == 0 {
+			return resourceRow(name, pair, limit, required, o)
+		}
+		rounds := make([]RoundPair, 0, len(in.Rounds))
+		for _, r := range in.Rounds {
+			p := pick(r)
+			if !required && (len(p[0]) == 0 || len(p[1]) == 0) {
+				return nil, nil // heap: every round must have it
+			}
+			rounds = append(rounds, RoundPair{Baseline: p[0], Treatment: p[1]})
+		}
+		return roundsRow(name, rounds, limit, required, o)
+	}
+	if s.CPU, err = row("cpu", func(r RoundInput) [2]Series { return r.CPU }, in.CPU, in.CPULimitCores, in.Trustworthy); err != nil {
 		return perfv1.StageSummary{}, err
 	}
-	if s.Memory, err = resourceRow("memory", in.Memory, in.MemoryLimitBytes, in.Trustworthy, o); err != nil {
+	if s.Memory, err = row("memory", func(r RoundInput) [2]Series { return r.Memory }, in.Memory, in.MemoryLimitBytes, in.Trustworthy); err != nil {
 		return perfv1.StageSummary{}, err
 	}
-	s.Heap, _ = resourceRow("heap", in.Heap, 0, false, o)
+	s.Heap, _ = row("heap", func(r RoundInput) [2]Series { return r.Heap }, in.Heap, 0, false)
 	s.P50, s.P95, s.P99 = latencyRow(in.P50), latencyRow(in.P95), latencyRow(in.P99)
 	setMaterial(s.CPU, tol.cpu)
 	setMaterial(s.Memory, tol.memory)
@@ -97,6 +121,16 @@ func resourceRow(name string, pair [2]Series, limit float64, required bool, o Op
 		return nil, nil
 	}
 	r, err := Compare(pair[0], pair[1], o)
+	return resultRow(name, r, err, limit, required)
+}
+
+// roundsRow compares one sampled metric of an interleaved stage round by round.
+func roundsRow(name string, rounds []RoundPair, limit float64, required bool, o Options) (*perfv1.MetricComparison, error) {
+	r, err := CompareRounds(rounds, o)
+	return resultRow(name, r, err, limit, required)
+}
+
+func resultRow(name string, r Result, err error, limit float64, required bool) (*perfv1.MetricComparison, error) {
 	if err != nil {
 		if !required {
 			return nil, nil
@@ -119,10 +153,16 @@ func latencyRow(p [2]float64) *perfv1.MetricComparison {
 }
 
 func comparison(r Result) *perfv1.MetricComparison {
-	return &perfv1.MetricComparison{
+	c := &perfv1.MetricComparison{
 		Baseline: r.Baseline, Treatment: r.Treatment, Delta: r.Delta,
 		Overhead: r.Overhead, CILow: r.CILow, CIHigh: r.CIHigh, Significant: r.Significant,
+		Rounds: int32(r.Rounds),
 	}
+	if r.MDE > 0 {
+		m := r.MDE
+		c.MDE = &m
+	}
+	return c
 }
 
 func setMaterial(c *perfv1.MetricComparison, tol *float64) {

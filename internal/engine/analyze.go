@@ -18,6 +18,7 @@ func (x *decider) analyzing() {
 		if err != nil {
 			in.Trustworthy = false
 			in.CPU, in.Memory, in.Heap = [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}
+			in.Rounds = nil
 			// The event says why the full analysis failed, not how the
 			// fallback without resource series fared.
 			var again error
@@ -43,6 +44,10 @@ func (x *decider) stageInput(stage int32) analysis.StageInput {
 		replicas := float64(max(m.Replicas, 1))
 		in.CPULimitCores = m.CPULimitCores * replicas
 		in.MemoryLimitBytes = float64(m.MemoryLimitBytes) * replicas
+	}
+	if x.spec.Interleaved() {
+		x.roundsInput(&in, stage)
+		return in
 	}
 	for i, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
 		w := x.lastWindow(stage, v)
@@ -70,6 +75,37 @@ func (x *decider) stageInput(stage int32) analysis.StageInput {
 		in.Heap = [2]analysis.Series{}
 	}
 	return in
+}
+
+// roundsInput gathers an interleaved stage's rounds: a round counts when both
+// its sub-windows are valid and their series unpack. The stage is trustworthy
+// when at least 2 rounds, and at least half of them, count.
+func (x *decider) roundsInput(in *analysis.StageInput, stage int32) {
+	rounds := x.spec.RoundsPerStage()
+	for r := range rounds {
+		var ri analysis.RoundInput
+		ok := true
+		for i, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
+			w := x.subWindow(stage, r, v)
+			if w == nil || w.Valid == nil || !*w.Valid || w.Series == nil {
+				ok = false
+				break
+			}
+			vals, err := w.Series.Values()
+			if err != nil {
+				ok = false
+				break
+			}
+			ri.CPU[i] = scaled(vals.CPUMillicores, 1.0/1000)
+			ri.Memory[i] = scaled(vals.MemoryBytes, 1)
+			ri.Heap[i] = scaled(vals.HeapBytes, 1)
+		}
+		if ok {
+			in.Rounds = append(in.Rounds, ri)
+		}
+	}
+	n := int32(len(in.Rounds))
+	in.Trustworthy = n >= 2 && 2*n >= rounds
 }
 
 func (x *decider) lastWindow(stage int32, v perfv1.Variant) *perfv1.WindowStatus {

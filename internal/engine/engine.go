@@ -153,13 +153,15 @@ func (x *decider) preflight(planErr error) {
 	now := x.now()
 	x.st.StartTime = &now
 	x.event(false, perfv1.ReasonLockHeld, "holding Deployment %s; original state recorded", x.spec.Target.Deployment)
+	if x.spec.Interleaved() {
+		x.st.Interleaving = interleavingSchedule(x.exp)
+	}
 	if x.spec.Warmup != nil {
 		x.enter(perfv1.PhaseWarmingUp, -1)
 		x.openWindow(perfv1.VariantWarmup)
 		return
 	}
-	x.enter(perfv1.PhaseBaseline, 0)
-	x.openWindow(perfv1.VariantBaseline)
+	x.beginStage(0)
 }
 
 func (x *decider) stall(reason, msg string) {
@@ -209,6 +211,10 @@ func (x *decider) advance() {
 		return
 	}
 	defer x.wakeForSample()
+	if x.spec.Interleaved() && samplingPhase(x.st.Phase) {
+		x.interleaving()
+		return
+	}
 	switch x.st.Phase {
 	case perfv1.PhaseWarmingUp:
 		x.warmingUp()
@@ -414,8 +420,18 @@ func (x *decider) deleteRecordedJobs() {
 	if x.spec.Cleanup.Jobs != perfv1.JobsPolicyDelete {
 		return
 	}
+	// An interleaved stage's Job carries several windows: it goes once none
+	// of them is open.
+	open := map[string]bool{}
 	for _, w := range x.persisted.Windows {
-		if w.End != nil && w.Job != "" && x.obs.Jobs[w.Job] != nil {
+		if w.End == nil {
+			open[w.Job] = true
+		}
+	}
+	done := map[string]bool{}
+	for _, w := range x.persisted.Windows {
+		if w.End != nil && w.Job != "" && !open[w.Job] && !done[w.Job] && x.obs.Jobs[w.Job] != nil {
+			done[w.Job] = true
 			x.act(Action{Kind: ActionDeleteJob, JobName: w.Job})
 		}
 	}

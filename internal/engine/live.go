@@ -169,14 +169,24 @@ func (x *decider) liveShortfall(rec *perfv1.WindowStatus, c *liveCounts) {
 	x.event(true, perfv1.ReasonWindowInvalid, "%s window of stage %s is not trustworthy: %s", rec.Variant, stageName(x.spec, rec.Stage), why)
 }
 
-// windowOfJob is the window whose load Job is name.
+// windowOfJob is the window whose load Job is name: the open one (an
+// interleaved stage's Job carries its sub-windows and, between them, its
+// rounds record), else the last.
 func (x *decider) windowOfJob(name string) *perfv1.WindowStatus {
+	var last *perfv1.WindowStatus
 	for i := len(x.st.Windows) - 1; i >= 0; i-- {
-		if x.st.Windows[i].Job == name {
-			return &x.st.Windows[i]
+		w := &x.st.Windows[i]
+		if w.Job != name {
+			continue
+		}
+		if w.End == nil {
+			return w
+		}
+		if last == nil {
+			last = w
 		}
 	}
-	return nil
+	return last
 }
 
 func clock(t time.Time) string { return t.UTC().Format("15:04:05") }

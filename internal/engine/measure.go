@@ -70,7 +70,7 @@ func (x *decider) measureSamples() bool {
 		return true // started by an operator version without measurement
 	}
 	for _, f := range x.obs.SampleFailures {
-		if w := x.openMeasured(); w != nil {
+		if w := x.windowAt(f.Time); w != nil {
 			x.series(w).Missing++
 		}
 		m.LastError = f.Message
@@ -79,7 +79,11 @@ func (x *decider) measureSamples() bool {
 	// The open window's start is known from its Job before its first sample is
 	// placed; otherwise samples taken after the start but folded in before it
 	// was recorded would be dropped.
-	if w := x.openMeasured(); w != nil && w.Start == nil {
+	w := x.openMeasured()
+	if x.spec.Interleaved() {
+		w = x.roundsRecord(x.stage())
+	}
+	if w != nil && w.Start == nil && w.End == nil {
 		if job := x.obs.Jobs[w.Job]; job != nil && job.Started != nil {
 			t := metav1Time(*job.Started)
 			w.Start = &t
@@ -102,9 +106,9 @@ func (x *decider) measureSamples() bool {
 		// before the window, or k6 starting up: the window starts when its pods'
 		// containers start, and k6 needs a moment (seconds on a busy node) before
 		// its first request.
-		if w := x.openMeasured(); w != nil && w.Start != nil && !t.Before(w.Start.Time) {
+		if w := x.windowAt(t); w != nil && w.Start != nil && !t.Before(w.Start.Time) {
 			switch {
-			case averagedSince(group).Before(w.Start.Add(x.interval())):
+			case averagedSince(group).Before(w.Start.Add(x.leadIn())):
 				x.series(w).LeftOut++
 			case problem != "":
 				x.series(w).Missing++
@@ -171,6 +175,30 @@ func (x *decider) withGuard(f func(*guardrail.State)) {
 // begins: a new request rate is a new allocation rate. Restart counts stay.
 func (x *decider) resetGuard() {
 	x.withGuard(func(s *guardrail.State) { s.Reset() })
+}
+
+// windowAt is the open measured window a sample taken at t belongs to: the
+// open baseline or treatment window, or in an interleaved stage the
+// sub-window t falls in (none during its settle periods).
+func (x *decider) windowAt(t time.Time) *perfv1.WindowStatus {
+	if x.spec.Interleaved() {
+		if w := x.sampleInterleaved(t); w != nil && w.End == nil {
+			return w
+		}
+		return nil
+	}
+	return x.openMeasured()
+}
+
+// leadIn is how long after a window's start its samples are still left out.
+// A window with its own load Job leaves out its first sampling interval (k6
+// starting up); a sub-window of an interleaved stage follows its settle
+// period under running load, so only samples averaged over its start are.
+func (x *decider) leadIn() time.Duration {
+	if x.spec.Interleaved() {
+		return 0
+	}
+	return x.interval()
 }
 
 // openMeasured is the open baseline or treatment window, if any.

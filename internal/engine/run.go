@@ -17,8 +17,7 @@ func (x *decider) warmingUp() {
 	if !x.measure(perfv1.VariantWarmup) {
 		return
 	}
-	x.enter(perfv1.PhaseBaseline, 0)
-	x.openWindow(perfv1.VariantBaseline)
+	x.beginStage(0)
 }
 
 func (x *decider) baseline() {
@@ -27,11 +26,9 @@ func (x *decider) baseline() {
 	}
 	// Apply the toggle and keep load on the target while it rolls out and settles.
 	s := x.stage()
-	x.act(Action{Kind: ActionApplyToggle, Original: x.st.Toggle.Original})
-	now := x.now()
-	x.st.Toggle.Applied = true
-	x.st.Toggle.AppliedAt = &now
-	x.event(false, perfv1.ReasonToggleOn, "toggle applied to Deployment %s for stage %s", x.spec.Target.Deployment, x.spec.StageName(int(s)))
+	if !x.spec.Calibrate { // an A/A run measures its second arm untouched
+		x.applyToggle(s)
+	}
 	x.enter(perfv1.PhaseSwitching, s)
 	if x.plan.needsSettle(x.spec) {
 		x.openSettle(s, false)
@@ -70,9 +67,8 @@ func (x *decider) reverting() {
 		x.analyzing()
 		return
 	}
-	x.enter(perfv1.PhaseBaseline, next)
 	x.resetGuard()
-	x.openWindow(perfv1.VariantBaseline)
+	x.beginStage(next)
 }
 
 // openWindow records a new measured window and creates its load Job. Its start
