@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test bench-scale e2e e2e-jvm soak bench-guardrail cluster-up cluster-down tools prometheus generate verify-generated vet build images
+.PHONY: all quickstart test bench-design bench-scale e2e e2e-jvm soak bench-guardrail cluster-up cluster-down tools prometheus generate verify-generated vet build images
 
 all: build
 
@@ -46,6 +46,12 @@ soak: tools
 ## `go test ./test/bench/guardrail/` is a small subset.
 bench-guardrail:
 	PERF_BENCH_FULL=1 go test -count=1 -timeout 60m -run . -v ./test/bench/guardrail/
+
+## bench-design: sequential vs interleaved design (test/bench/design): wall time to a
+## ±2 pp CPU interval, coverage, bias under drift and the A/A rate, for the seed's
+## three stages. About a minute on 2 cores. `go test ./test/bench/design/` is a subset.
+bench-design:
+	PERF_BENCH_FULL=1 go test -count=1 -timeout 30m -run . -v ./test/bench/design/
 
 ## bench-scale: N experiments running at once in one manager process against a real
 ## apiserver (test/bench/scale): prints RSS, goroutines, CPU, reconciles and API
