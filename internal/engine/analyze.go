@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/analysis"
@@ -33,8 +34,56 @@ func (x *decider) analyzing() {
 	x.st.Verdict = analysis.Verdict(summary, x.spec.SuccessCriteria, false)
 	cols := analysis.Columns(summary)
 	x.st.Overhead = &cols
-	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded,
-		fmt.Sprintf("all %d stages measured, verdict %s; Deployment %s restored", len(x.spec.Stages), x.st.Verdict, x.spec.Target.Deployment))
+	msg := fmt.Sprintf("all %d stages measured, verdict %s", len(x.spec.Stages), x.st.Verdict)
+	if floor := noiseFloor(summary); floor != "" && (x.st.Verdict == perfv1.VerdictNoEffect || x.spec.Calibrate) {
+		msg += "; no effect larger than " + floor + " could be seen"
+	}
+	if x.spec.Calibrate {
+		flagged, total := significantRows(summary)
+		msg = fmt.Sprintf("calibration (A/A, the toggle was never switched): %s; %d of %d comparisons looked significant from noise alone (about 1 in 20 is expected)", msg, flagged, total)
+	}
+	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded, fmt.Sprintf("%s; Deployment %s restored", msg, x.spec.Target.Deployment))
+}
+
+// noiseFloor states, per resource metric, the largest minimum detectable
+// effect over the stages, such as "CPU ±3.1 %, memory ±0.8 %"; "" when no
+// stage has one.
+func noiseFloor(stages []perfv1.StageSummary) string {
+	var parts []string
+	for _, m := range []struct {
+		name string
+		get  func(*perfv1.StageSummary) *perfv1.MetricComparison
+	}{
+		{"CPU", func(s *perfv1.StageSummary) *perfv1.MetricComparison { return s.CPU }},
+		{"memory", func(s *perfv1.StageSummary) *perfv1.MetricComparison { return s.Memory }},
+	} {
+		worst := 0.0
+		for i := range stages {
+			if c := m.get(&stages[i]); c != nil && c.MDE != nil {
+				worst = max(worst, *c.MDE)
+			}
+		}
+		if worst > 0 {
+			parts = append(parts, fmt.Sprintf("%s ±%.1f %%", m.name, worst*100))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// significantRows counts the resource comparisons that were significant.
+func significantRows(stages []perfv1.StageSummary) (flagged, total int) {
+	for i := range stages {
+		for _, c := range []*perfv1.MetricComparison{stages[i].CPU, stages[i].Memory} {
+			if c == nil {
+				continue
+			}
+			total++
+			if c.Significant {
+				flagged++
+			}
+		}
+	}
+	return flagged, total
 }
 
 // stageInput gathers a stage's baseline and treatment windows for the analysis.

@@ -173,3 +173,20 @@ func TestInterleavedLostStatusWritesNeitherRepeatNorLose(t *testing.T) {
 		})
 	}
 }
+
+func TestNoiseFloorNamesTheWidestStage(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	stages := []perfv1.StageSummary{
+		{CPU: &perfv1.MetricComparison{MDE: f(0.021)}, Memory: &perfv1.MetricComparison{MDE: f(0.004), Significant: true}},
+		{CPU: &perfv1.MetricComparison{MDE: f(0.031)}, Memory: &perfv1.MetricComparison{}},
+	}
+	if got, want := noiseFloor(stages), "CPU ±3.1 %, memory ±0.4 %"; got != want {
+		t.Errorf("noiseFloor %q; want %q", got, want)
+	}
+	if got := noiseFloor([]perfv1.StageSummary{{CPU: &perfv1.MetricComparison{}}}); got != "" {
+		t.Errorf("noiseFloor without an MDE %q", got)
+	}
+	if f, n := significantRows(stages); f != 1 || n != 4 {
+		t.Errorf("significantRows %d of %d; want 1 of 4", f, n)
+	}
+}
