@@ -33,7 +33,7 @@ func newRoot() *cobra.Command {
   kubectl perf abort profiling-overhead -n shop
   kubectl perf guard --trace incident.csv --toggle-at 1200 -f examples/death-spiral.yaml`,
 	}
-	root.AddCommand(guardCmd(), analyzeCmd(), reportCmd(), waitCmd(), exportCmd(), abortCmd(), versionCmd())
+	root.AddCommand(guardCmd(), analyzeCmd(), reportCmd(), waitCmd(), planCmd(), exportCmd(), abortCmd(), versionCmd())
 	return root
 }
 

@@ -322,6 +322,13 @@ func windowLabel(w perfv1.WindowStatus) string {
 	if w.Variant == perfv1.VariantWarmup {
 		return fmt.Sprintf("warm-up %dqps", w.QPS)
 	}
+	if w.Round != nil { // a sub-window of an interleaved stage: round and arm
+		arm := "A"
+		if w.Variant == perfv1.VariantTreatment {
+			arm = "B"
+		}
+		return fmt.Sprintf("s%d r%d %s", w.Stage+1, *w.Round+1, arm)
+	}
 	return fmt.Sprintf("s%d %dqps %s", w.Stage+1, w.QPS, w.Variant)
 }
 
@@ -333,6 +340,26 @@ func runMarkers(st perfv1.PerfExperimentStatus, minutes func(time.Time) float64)
 			continue
 		}
 		prev := st.Windows[i-1]
+		if w.Round != nil {
+			// Interleaved: the toggle switches where the arm changes, at the
+			// start of the slot (the end of the previous sub-window), or at
+			// the stage's start when its first sub-window is the treatment.
+			at := w.Start.Time
+			if prev.Round != nil && prev.End != nil {
+				if prev.Variant == w.Variant {
+					continue
+				}
+				at = prev.End.Time
+			} else if w.Variant != perfv1.VariantTreatment {
+				continue
+			}
+			if w.Variant == perfv1.VariantTreatment {
+				out = append(out, marker{at: minutes(at), label: "toggle applied", color: colorToggle})
+			} else {
+				out = append(out, marker{at: minutes(at), label: "toggle reverted", color: colorRevert, dash: []vg.Length{vg.Points(4), vg.Points(3)}})
+			}
+			continue
+		}
 		// The toggle is applied when a baseline ends (the settle after it runs
 		// with the toggle on) and reverted when a treatment ends.
 		switch prev.Variant {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -194,7 +195,63 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 		return err
 	}
 	fmt.Fprintln(w, "\npp: percentage points of the limit; *: significant (95% CI excludes 0); !: exceeds the success criterion")
+	var mdes []string
+	for _, s := range st.Summary {
+		if m := mdeLine(s); m != "" {
+			mdes = append(mdes, s.Stage+": "+m)
+		}
+	}
+	if len(mdes) > 0 {
+		fmt.Fprintf(w, "could detect (80%% power): %s\n", strings.Join(mdes, "; "))
+	}
+	if line := designLine(exp); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	return nil
+}
+
+// mdeLine is a stage's minimum detectable effects, such as "CPU ≥ 3.1%,
+// memory ≥ 0.8%".
+func mdeLine(s perfv1.StageSummary) string {
+	var parts []string
+	for _, m := range []struct {
+		name string
+		c    *perfv1.MetricComparison
+	}{{"CPU", s.CPU}, {"memory", s.Memory}, {"heap", s.Heap}} {
+		if m.c != nil && m.c.MDE != nil {
+			parts = append(parts, fmt.Sprintf("%s ≥ %.1f%%", m.name, *m.c.MDE*100))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// designLine says how the run was laid out when it was not the default
+// sequential design: the rounds and their orders, or an A/A calibration.
+func designLine(exp *perfv1.PerfExperiment) string {
+	var parts []string
+	if exp.Spec.Calibrate {
+		parts = append(parts, "calibration (A/A): the toggle was never switched; each MDE is the noise floor")
+	}
+	if il := exp.Status.Interleaving; il != nil {
+		orders := map[int32][]string{}
+		var stages []int32
+		for _, r := range il.Rounds {
+			if len(orders[r.Stage]) == 0 {
+				stages = append(stages, r.Stage)
+			}
+			orders[r.Stage] = append(orders[r.Stage], r.Order)
+		}
+		var per []string
+		for _, s := range stages {
+			name := fmt.Sprint(s + 1)
+			if int(s) < len(exp.Spec.Stages) {
+				name = exp.Spec.StageName(int(s))
+			}
+			per = append(per, name+" "+strings.Join(orders[s], " "))
+		}
+		parts = append(parts, fmt.Sprintf("design interleaved (seed %d), rounds: %s", il.Seed, strings.Join(per, "; ")))
+	}
+	return strings.Join(parts, "\n")
 }
 
 func values(m *perfv1.MetricComparison, scale float64, f string) string {

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+func plannedExperiment(design perfv1.Design) *perfv1.PerfExperiment {
+	f := func(v float64) *float64 { return &v }
+	exp := &perfv1.PerfExperiment{
+		ObjectMeta: metav1.ObjectMeta{Name: "profiling-aa", Namespace: "shop"},
+		Spec: perfv1.PerfExperimentSpec{
+			Stages:    []perfv1.StageSpec{{QPS: 500}, {QPS: 1000}},
+			Design:    design,
+			Calibrate: true,
+			Windows:   perfv1.WindowsSpec{Baseline: "1m", Treatment: "1m", Settle: "15s"},
+		},
+		Status: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Summary: []perfv1.StageSummary{
+			{Stage: "500", CPU: &perfv1.MetricComparison{MDE: f(0.04)}, Memory: &perfv1.MetricComparison{MDE: f(0.01)}},
+			{Stage: "1000", CPU: &perfv1.MetricComparison{MDE: f(0.02)}, Memory: &perfv1.MetricComparison{}},
+		}},
+	}
+	if design == perfv1.DesignInterleaved {
+		exp.Spec.Interleaving = &perfv1.InterleavingSpec{Rounds: 4}
+		exp.Status.Interleaving = &perfv1.InterleavingStatus{Seed: 7, Rounds: []perfv1.RoundStatus{
+			{Stage: 0, Round: 0, Order: "AB"}, {Stage: 0, Round: 1, Order: "BA"}, {Stage: 1, Round: 0, Order: "BA"}, {Stage: 1, Round: 1, Order: "AB"}}}
+	}
+	return exp
+}
+
+func TestPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		design perfv1.Design
+		o      planOptions
+		want   []string
+		err    string
+	}{
+		{name: "rounds for 2 %", design: perfv1.DesignInterleaved, o: planOptions{effect: "2%"},
+			want: []string{"interleaved, 4 rounds of 1m0s + 1m0s sub-windows", "noise floor", "ROUNDS FOR 2%", "25m0s", "10m0s"}},
+		{name: "MDE at 16 rounds", design: perfv1.DesignInterleaved, o: planOptions{rounds: 16},
+			want: []string{"CPU MDE AT 16 ROUNDS", "40m0s"}},
+		{name: "windows for 1 %", design: perfv1.DesignSequential, o: planOptions{effect: "1%"},
+			want: []string{"sequential, 1m0s + 1m0s windows", "WINDOWS FOR 1%", "16m0s", "4m0s"}},
+		{name: "MDE at 4 times the window halves it", design: perfv1.DesignSequential, o: planOptions{window: 4 * 60e9},
+			want: []string{"CPU MDE AT 4m0s", "2.0%", "1.0%"}},
+		{name: "rounds of a sequential run", design: perfv1.DesignSequential, o: planOptions{rounds: 8}, err: "--rounds is for the interleaved design"},
+		{name: "window of an interleaved run", design: perfv1.DesignInterleaved, o: planOptions{window: 60e9}, err: "--window is for the sequential design"},
+		{name: "bad effect", design: perfv1.DesignSequential, o: planOptions{effect: "0%"}, err: "--effect \"0%\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			err := writePlan(&b, plannedExperiment(tc.design), tc.o)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v; want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log("\n" + b.String())
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("plan lacks %q", w)
+				}
+			}
+		})
+	}
+	// The rounds the plan gives for the 4 % stage are more than it ran.
+	var b bytes.Buffer
+	if err := writePlan(&b, plannedExperiment(perfv1.DesignInterleaved), planOptions{effect: "2%"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) == 5 && f[0] == "500" && (f[3] == "4" || f[3] == "2" || f[3] == "3") {
+			t.Errorf("stage 500 needs more than 4 rounds to halve its MDE: %q", l)
+		}
+	}
+}
+
+func TestReportNamesTheDesignAndTheMDE(t *testing.T) {
+	exp := plannedExperiment(perfv1.DesignInterleaved)
+	var b bytes.Buffer
+	if err := printReport(&b, exp); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"could detect (80% power): 500: CPU ≥ 4.0%, memory ≥ 1.0%; 1000: CPU ≥ 2.0%",
+		"calibration (A/A)", "design interleaved (seed 7), rounds: 500 AB BA; 1000 BA AB"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("report lacks %q:\n%s", w, b.String())
+		}
+	}
+}
