@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -96,5 +98,30 @@ func TestReportNamesTheDesignAndTheMDE(t *testing.T) {
 		if !strings.Contains(b.String(), w) {
 			t.Errorf("report lacks %q:\n%s", w, b.String())
 		}
+	}
+}
+
+// TestInterleavedMarkers: the toggle is marked where the arm changes, not at
+// every sub-window's end.
+func TestInterleavedMarkers(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	var st perfv1.PerfExperimentStatus
+	at := func(m int) *metav1.Time { v := metav1.NewTime(t0.Add(time.Duration(m) * time.Minute)); return &v }
+	st.Windows = append(st.Windows, perfv1.WindowStatus{Variant: perfv1.VariantRounds, Start: at(0)})
+	for i, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment, perfv1.VariantTreatment, perfv1.VariantBaseline} {
+		r := int32(i / 2)
+		st.Windows = append(st.Windows, perfv1.WindowStatus{Variant: v, Round: &r, Start: at(2*i + 1), End: at(2*i + 2)})
+	}
+	minutes := func(t time.Time) float64 { return t.Sub(t0).Minutes() }
+	var got []string
+	for _, m := range runMarkers(st, minutes) {
+		got = append(got, fmt.Sprintf("%s@%g", m.label, m.at))
+	}
+	if want := "toggle applied@2 toggle reverted@6"; strings.Join(got, " ") != want {
+		t.Errorf("markers %q; want %q", got, want)
+	}
+	r := int32(1)
+	if l := windowLabel(perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantTreatment, Round: &r}); l != "s1 r2 B" {
+		t.Errorf("label %q", l)
 	}
 }
