@@ -9,6 +9,10 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,6 +42,80 @@ type Live struct {
 	// Dropped is dropped_iterations' count (0 when k6 has not dropped any:
 	// it reports the metric only once it has).
 	Dropped int64
+	// Buckets are run.js's latency histogram so far, by Width-1 bucket index
+	// (the submetrics perf_latency_g<g>{b:<i>}); nil when the script records
+	// none (a user script). Two readings' difference is the histogram of the
+	// requests between them.
+	Buckets map[int]int64
+}
+
+// histogramGroup is run.js's GROUP: bucket i is counted by Counter
+// perf_latency_g<i/GROUP> with tag b=<i%GROUP>.
+const histogramGroup = 32
+
+var bucketMetricID = regexp.MustCompile(`^perf_latency_g([0-9]+)\{b:([0-9]+)\}$`)
+
+// LiveHistogram is the histogram of the requests counted between two readings'
+// buckets (summed over the same pods).
+func LiveHistogram(from, to map[int]int64) (Histogram, error) {
+	h := NewHistogram()
+	idx := make([]int, 0, len(to))
+	for i := range to {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		d := to[i] - from[i]
+		switch {
+		case d < 0:
+			return Histogram{}, fmt.Errorf("latency bucket %d went back from %d to %d (another k6 run?)", i, from[i], to[i])
+		case d > 0:
+			h.Buckets = append(h.Buckets, Bucket{Index: i, Count: d})
+		}
+	}
+	for i, c := range from {
+		if _, ok := to[i]; !ok && c > 0 {
+			return Histogram{}, fmt.Errorf("latency bucket %d vanished", i)
+		}
+	}
+	return h, nil
+}
+
+// EncodeBuckets writes cumulative bucket counts compactly for the status:
+// "index:count" pairs in index order, space-separated.
+func EncodeBuckets(b map[int]int64) string {
+	idx := make([]int, 0, len(b))
+	for i, c := range b {
+		if c > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Ints(idx)
+	var sb strings.Builder
+	for k, i := range idx {
+		if k > 0 {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(strconv.Itoa(i))
+		sb.WriteByte(':')
+		sb.WriteString(strconv.FormatInt(b[i], 10))
+	}
+	return sb.String()
+}
+
+// DecodeBuckets reads EncodeBuckets' form.
+func DecodeBuckets(s string) (map[int]int64, error) {
+	out := map[int]int64{}
+	for _, f := range strings.Fields(s) {
+		i, c, ok := strings.Cut(f, ":")
+		idx, err1 := strconv.Atoi(i)
+		n, err2 := strconv.ParseInt(c, 10, 64)
+		if !ok || err1 != nil || err2 != nil || idx < 0 || n < 0 {
+			return nil, fmt.Errorf("bucket %q is not index:count", f)
+		}
+		out[idx] = n
+	}
+	return out, nil
 }
 
 // LiveClient reads k6's live counters from /v1/metrics.
@@ -116,6 +194,23 @@ func ParseLive(body []byte) (Live, error) {
 	var failedRate, failedPasses float64 = math.NaN(), math.NaN()
 	seenReqs := false
 	for _, m := range doc.Data {
+		if g := bucketMetricID.FindStringSubmatch(m.ID); g != nil {
+			var s map[string]float64
+			if err := json.Unmarshal(m.Attributes.Sample, &s); err != nil {
+				return Live{}, fmt.Errorf("%s: sample %s: %w", m.ID, m.Attributes.Sample, err)
+			}
+			grp, _ := strconv.Atoi(g[1])
+			b, _ := strconv.Atoi(g[2])
+			v, err := count(s, "count")
+			if err != nil || b >= histogramGroup {
+				return Live{}, fmt.Errorf("%s: not a latency bucket: %v", m.ID, s)
+			}
+			if l.Buckets == nil {
+				l.Buckets = map[int]int64{}
+			}
+			l.Buckets[grp*histogramGroup+b] = v
+			continue
+		}
 		if m.ID != "http_reqs" && m.ID != "dropped_iterations" && m.ID != "http_req_failed" {
 			continue // other metrics may carry samples of other shapes
 		}

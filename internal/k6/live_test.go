@@ -2,10 +2,13 @@ package k6
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,6 +38,12 @@ func TestParseLive(t *testing.T) {
 		{"a rate beyond 1", `{"data":[{"id":"http_reqs","attributes":{"sample":{"count":5}}},{"id":"http_req_failed","attributes":{"sample":{"rate":3}}}]}`, Live{}, "not between 0 and 1"},
 		{"a negative count", `{"data":[{"id":"http_reqs","attributes":{"sample":{"count":-5}}}]}`, Live{}, `no usable "count"`},
 		{"not JSON", `404 page not found`, Live{}, "not a /v1/metrics answer"},
+		{"latency buckets", `{"data":[{"id":"http_reqs","attributes":{"sample":{"count":9}}},
+		  {"id":"perf_latency_g0","attributes":{"sample":{"count":9}}},
+		  {"id":"perf_latency_g0{b:3}","attributes":{"sample":{"count":4,"rate":1}}},
+		  {"id":"perf_latency_g2{b:31}","attributes":{"sample":{"count":5,"rate":1}}}]}`, Live{Requests: 9, Buckets: map[int]int64{3: 4, 95: 5}}, ""},
+		{"a bucket beyond the group", `{"data":[{"id":"http_reqs","attributes":{"sample":{"count":9}}},
+		  {"id":"perf_latency_g0{b:32}","attributes":{"sample":{"count":4}}}]}`, Live{}, "not a latency bucket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseLive([]byte(tc.body))
@@ -44,7 +53,7 @@ func TestParseLive(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
@@ -157,7 +166,22 @@ func TestRealK6LiveCounters(t *testing.T) {
 	if broken.Requests <= healthy.Requests || broken.Failed > failedServed.Load() || broken.Requests-broken.Failed < healthy.Requests {
 		t.Errorf("failing target: live %+v after %+v; target served %d and failed %d", broken, healthy, served.Load(), failedServed.Load())
 	}
-	t.Logf("live: %+v, then %+v", healthy, broken)
+	t.Logf("live: %d requests, %d failed, then %d, %d", healthy.Requests, healthy.Failed, broken.Requests, broken.Failed)
+	// The live histogram counts the requests k6 counted, and two readings'
+	// difference is the histogram of the requests between them.
+	sum := func(b map[int]int64) (n int64) {
+		for _, c := range b {
+			n += c
+		}
+		return n
+	}
+	if n := sum(broken.Buckets); n < broken.Requests*9/10 || n > broken.Requests {
+		t.Errorf("live histogram counts %d of %d requests", n, broken.Requests)
+	}
+	h, err := LiveHistogram(healthy.Buckets, broken.Buckets)
+	if err != nil || h.Total() != sum(broken.Buckets)-sum(healthy.Buckets) || h.Quantile(0.5) <= 0 {
+		t.Errorf("histogram between the readings: %+v, %v", h, err)
+	}
 	r := <-done
 	if r == nil {
 		return
@@ -176,4 +200,30 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+func TestLiveHistogramAndBucketCodec(t *testing.T) {
+	from := map[int]int64{3: 4, 10: 1}
+	to := map[int]int64{3: 6, 10: 1, 12: 3}
+	h, err := LiveHistogram(from, to)
+	if err != nil || !reflect.DeepEqual(h.Buckets, []Bucket{{3, 2}, {12, 3}}) {
+		t.Fatalf("LiveHistogram %+v, %v", h.Buckets, err)
+	}
+	if _, err := LiveHistogram(to, from); err == nil || !strings.Contains(err.Error(), "went back") {
+		t.Errorf("a counter going back: %v", err)
+	}
+	enc := EncodeBuckets(to)
+	if enc != "3:6 10:1 12:3" {
+		t.Errorf("EncodeBuckets %q", enc)
+	}
+	if got, err := DecodeBuckets(enc); err != nil || !reflect.DeepEqual(got, to) {
+		t.Errorf("DecodeBuckets %v, %v", got, err)
+	}
+	if _, err := DecodeBuckets("3:x"); err == nil {
+		t.Error("a bad pair decoded")
+	}
+	tmpl, err := os.ReadFile("run.js.tmpl")
+	if err != nil || !strings.Contains(string(tmpl), fmt.Sprintf("const GROUP = %d;", histogramGroup)) {
+		t.Errorf("run.js's GROUP is not histogramGroup (%d): %v", histogramGroup, err)
+	}
 }
