@@ -235,6 +235,16 @@ type WindowStatus struct {
 	// +optional
 	Series *WindowSeries `json:"series,omitempty"`
 
+	// LiveStart and LiveEnd are an interleaved sub-window's k6 counters,
+	// summed over its load pods, first and last read inside it. When the
+	// sub-window ends their difference becomes Load (requests, failures,
+	// achieved rate and the percentiles of the requests in between) and they
+	// are cleared. Internal.
+	// +optional
+	LiveStart *LiveCounters `json:"liveStart,omitempty"`
+	// +optional
+	LiveEnd *LiveCounters `json:"liveEnd,omitempty"`
+
 	// Valid is false when the window must not be trusted; Invalid says why.
 	// +optional
 	Valid *bool `json:"valid,omitempty"`
@@ -244,6 +254,18 @@ type WindowStatus struct {
 	// +optional
 	// +listType=atomic
 	Invalid []string `json:"invalid,omitempty"`
+}
+
+// LiveCounters are a load Job's k6 counters at one moment, summed over its pods.
+type LiveCounters struct {
+	// At is when they were read.
+	At metav1.Time `json:"at"`
+	// Requests and Failed are http_reqs and its failed requests so far.
+	Requests int64 `json:"requests"`
+	Failed   int64 `json:"failed"`
+	// Buckets are the latency histogram so far, as "index:count" pairs.
+	// +optional
+	Buckets string `json:"buckets,omitempty"`
 }
 
 // MaxSeriesPoints bounds a window's series: past it, adjacent points are

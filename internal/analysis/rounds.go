@@ -55,8 +55,34 @@ func CompareRounds(rounds []RoundPair, o Options) (Result, error) {
 		d = append(d, math.Log(tm/bm))
 		bms, tms = append(bms, bm), append(tms, tm)
 	}
+	return compareLogRatios(d, bms, tms, len(rounds), o)
+}
+
+// CompareRoundValues compares one value per sub-window (a latency
+// percentile of the sub-window's requests) round by round, as CompareRounds
+// does with the sub-windows' means. Rounds where either value is not positive
+// and finite (unknown) are dropped.
+func CompareRoundValues(rounds [][2]float64, o Options) (Result, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	var d, bms, tms []float64
+	for _, r := range rounds {
+		if !(r[0] > 0 && r[1] > 0) || math.IsInf(r[0], 0) || math.IsInf(r[1], 0) {
+			continue
+		}
+		d = append(d, math.Log(r[1]/r[0]))
+		bms, tms = append(bms, r[0]), append(tms, r[1])
+	}
+	return compareLogRatios(d, bms, tms, len(rounds), o)
+}
+
+// compareLogRatios is the rounds' interval from their log ratios d and the
+// arms' per-round values.
+func compareLogRatios(d, bms, tms []float64, rounds int, o Options) (Result, error) {
 	if len(d) < 2 {
-		return Result{}, fmt.Errorf("%w: %d of %d rounds have both sub-windows measured, need at least 2", errTooFew, len(d), len(rounds))
+		return Result{}, fmt.Errorf("%w: %d of %d rounds have both sub-windows measured, need at least 2", errTooFew, len(d), rounds)
 	}
 	n := float64(len(d))
 	dm, sd := stat.MeanStdDev(d, nil)

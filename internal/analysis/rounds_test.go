@@ -144,3 +144,18 @@ func TestShortWindowsStayWithinTheirSpread(t *testing.T) {
 		t.Errorf("significant %v, MDE %.4f", res.Significant, res.MDE)
 	}
 }
+
+func TestCompareRoundValues(t *testing.T) {
+	// p99 per sub-window: 10 ms ± noise at baseline, +20 % with the toggle.
+	rounds := [][2]float64{{10.2, 12.1}, {9.8, 11.9}, {10.1, 12.2}, {9.9, 11.8}, {0, 12}, {10, math.Inf(1)}}
+	res, err := CompareRoundValues(rounds, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rounds != 4 || math.Abs(res.Overhead-0.2) > 0.01 || !res.Significant || !(res.CILow < 0.2 && 0.2 < res.CIHigh) || res.MDE <= 0 {
+		t.Errorf("%+v", res)
+	}
+	if _, err := CompareRoundValues([][2]float64{{10, 12}}, Options{}); !errors.Is(err, errTooFew) {
+		t.Errorf("one round: %v", err)
+	}
+}

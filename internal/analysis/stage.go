@@ -35,6 +35,9 @@ type StageInput struct {
 // index 0 the baseline, 1 the treatment. Heap may be empty.
 type RoundInput struct {
 	CPU, Memory, Heap [2]Series
+	// P50, P95 and P99 are the sub-windows' latency percentiles in ms, from
+	// the histograms of their own requests; 0 is unknown.
+	P50, P95, P99 [2]float64
 }
 
 // tolerances are the parsed success criteria; nil means not set.
@@ -107,6 +110,11 @@ func SummarizeStage(in StageInput, crit *perfv1.SuccessCriteria, o Options) (per
 	}
 	s.Heap, _ = row("heap", func(r RoundInput) [2]Series { return r.Heap }, in.Heap, 0, false)
 	s.P50, s.P95, s.P99 = latencyRow(in.P50), latencyRow(in.P95), latencyRow(in.P99)
+	if len(in.Rounds) > 0 {
+		s.P50 = roundsLatencyRow(in.Rounds, func(r RoundInput) [2]float64 { return r.P50 }, o)
+		s.P95 = roundsLatencyRow(in.Rounds, func(r RoundInput) [2]float64 { return r.P95 }, o)
+		s.P99 = roundsLatencyRow(in.Rounds, func(r RoundInput) [2]float64 { return r.P99 }, o)
+	}
 	setMaterial(s.CPU, tol.cpu)
 	setMaterial(s.Memory, tol.memory)
 	setMaterial(s.P99, tol.p99)
@@ -143,6 +151,20 @@ func resultRow(name string, r Result, err error, limit float64, required bool) (
 		c.DeltaPercentOfLimit = &pp
 	}
 	return c, nil
+}
+
+// roundsLatencyRow compares a latency percentile of an interleaved stage
+// round by round: an interval, unlike two sequential windows' single values.
+func roundsLatencyRow(rounds []RoundInput, pick func(RoundInput) [2]float64, o Options) *perfv1.MetricComparison {
+	vals := make([][2]float64, len(rounds))
+	for i, r := range rounds {
+		vals[i] = pick(r)
+	}
+	r, err := CompareRoundValues(vals, o)
+	if err != nil {
+		return nil
+	}
+	return comparison(r)
 }
 
 func latencyRow(p [2]float64) *perfv1.MetricComparison {

@@ -145,6 +145,9 @@ func (x *decider) roundsInput(in *analysis.StageInput, stage int32) {
 				ok = false
 				break
 			}
+			if l := w.Load; l != nil {
+				ri.P50[i], ri.P95[i], ri.P99[i] = l.P50Ms, l.P95Ms, l.P99Ms
+			}
 			ri.CPU[i] = scaled(vals.CPUMillicores, 1.0/1000)
 			ri.Memory[i] = scaled(vals.MemoryBytes, 1)
 			ri.Heap[i] = scaled(vals.HeapBytes, 1)

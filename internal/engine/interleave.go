@@ -302,6 +302,8 @@ func (x *decider) closeSubWindow(sub *perfv1.WindowStatus, s slot) {
 	if x.toggleOn() != x.wantOn(s.arm) || x.lastSwitch().After(s.measure) {
 		sub.Invalid = appendOnce(sub.Invalid, "the toggle was not in the arm's state for the whole sub-window (was the operator down at a switch?)")
 	}
+	sub.Load = liveLoad(sub)
+	sub.LiveStart, sub.LiveEnd = nil, nil
 	sub.Invalid = append(sub.Invalid, x.measurementProblems(sub, x.plan.measured(x.spec, sub.Stage, sub.Variant))...)
 	sub.Valid = boolPtr(len(sub.Invalid) == 0)
 	if !*sub.Valid {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/k6"
@@ -188,5 +189,70 @@ func TestNoiseFloorNamesTheWidestStage(t *testing.T) {
 	}
 	if f, n := significantRows(stages); f != 1 || n != 4 {
 		t.Errorf("significantRows %d of %d; want 1 of 4", f, n)
+	}
+}
+
+// TestInterleavedLatencyFromLiveHistograms: each sub-window's percentiles come
+// from the difference of two live readings of the load's histogram, and the
+// stage's p99 gets an interval over the rounds.
+func TestInterleavedLatencyFromLiveHistograms(t *testing.T) {
+	w := newWorld(t, interleavedExperiment())
+	bucket := func(ms float64) int {
+		h := k6.NewHistogram()
+		h.Add(ms)
+		return h.Buckets[0].Index
+	}
+	slow, fast := bucket(2.4), bucket(2.0)
+	type cum struct {
+		last     time.Duration
+		requests int64
+		buckets  map[int]int64
+	}
+	state := map[string]*cum{}
+	w.live = func(w *world, win k6.Window, elapsed time.Duration) (k6.Live, bool) {
+		key := fmt.Sprint(win.Stage, win.Variant)
+		c := state[key]
+		if c == nil {
+			c = &cum{buckets: map[int]int64{}}
+			state[key] = c
+		}
+		n := int64(float64(win.QPS) * (elapsed - c.last).Seconds())
+		c.last = elapsed
+		b := fast
+		if w.applied {
+			b = slow
+		}
+		c.requests += n
+		c.buckets[b] += n
+		out := map[int]int64{}
+		for i, v := range c.buckets {
+			out[i] = v
+		}
+		return k6.Live{Requests: c.requests, Buckets: out}, true
+	}
+	w.runToEnd()
+	st := &w.exp.Status
+	if st.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s: %+v", st.Phase, st.Abort)
+	}
+	for _, win := range st.Windows {
+		if win.Round == nil {
+			continue
+		}
+		if win.LiveStart != nil || win.LiveEnd != nil {
+			t.Errorf("closed sub-window keeps its readings: %+v", win)
+		}
+		want := 2.0
+		if win.Variant == perfv1.VariantTreatment {
+			want = 2.4
+		}
+		if l := win.Load; l == nil || math.Abs(l.P99Ms-want)/want > 0.01 || l.Requests < int64(win.QPS)*90 || math.Abs(l.AchievedQPS-float64(win.QPS)) > 1 {
+			t.Errorf("stage %d round %d %s: load %+v; want p99 ≈ %.1f ms", win.Stage, *win.Round, win.Variant, win.Load, want)
+		}
+	}
+	for _, row := range st.Summary {
+		if c := row.P99; c == nil || c.Rounds != 4 || math.Abs(c.Overhead-0.2) > 0.02 || !c.Significant {
+			t.Errorf("stage %s p99 %+v", row.Stage, c)
+		}
 	}
 }

@@ -44,6 +44,11 @@ type liveCounts struct {
 	pods, withInterval int
 	rate               float64
 	from, to           time.Time
+	// at is when the counters were read; buckets sums the pods' latency
+	// histograms, over bucketPods pods that had one.
+	at         time.Time
+	buckets    map[int]int64
+	bucketPods int
 }
 
 // judgeLive checks the live counters of the running load Jobs on every sample:
@@ -88,12 +93,25 @@ func (x *decider) judgeLive() bool {
 		if rec.Variant == perfv1.VariantBaseline || rec.Variant == perfv1.VariantTreatment {
 			x.liveShortfall(rec, c)
 		}
+		if rec.Round != nil {
+			x.liveSnapshot(rec, c)
+		}
 	}
 	return true
 }
 
 func (c *liveCounts) add(l LiveLoad) {
 	c.pods++
+	c.at = later(c.at, l.At)
+	if l.Counts.Buckets != nil {
+		c.bucketPods++
+		if c.buckets == nil {
+			c.buckets = map[int]int64{}
+		}
+		for i, v := range l.Counts.Buckets {
+			c.buckets[i] += v
+		}
+	}
 	c.total.Requests += l.Counts.Requests
 	c.total.Failed += l.Counts.Failed
 	c.total.Dropped += l.Counts.Dropped
@@ -190,3 +208,46 @@ func (x *decider) windowOfJob(name string) *perfv1.WindowStatus {
 }
 
 func clock(t time.Time) string { return t.UTC().Format("15:04:05") }
+
+// liveSnapshot keeps an interleaved sub-window's first and last complete
+// reading (every load pod read, each with its histogram): their difference is
+// the sub-window's load and latency (closeSubWindow).
+func (x *decider) liveSnapshot(rec *perfv1.WindowStatus, c *liveCounts) {
+	pods := int(min(x.spec.Load.K6.Parallelism, rec.QPS))
+	if rec.Start == nil || c.at.Before(rec.Start.Time) || c.pods < pods || c.bucketPods < c.pods {
+		return
+	}
+	lc := &perfv1.LiveCounters{At: metav1Time(c.at), Requests: c.total.Requests, Failed: c.total.Failed, Buckets: k6.EncodeBuckets(c.buckets)}
+	if rec.LiveStart == nil {
+		rec.LiveStart = lc
+		return
+	}
+	if c.at.After(rec.LiveStart.At.Time) {
+		rec.LiveEnd = lc
+	}
+}
+
+// liveLoad turns a closed sub-window's two readings into its load result, or
+// leaves Load nil when it has none (a user script without run.js's
+// histogram, the k6 API unreachable): then its round has no latency.
+func liveLoad(rec *perfv1.WindowStatus) *perfv1.LoadResult {
+	a, b := rec.LiveStart, rec.LiveEnd
+	if a == nil || b == nil || !b.At.After(a.At.Time) || b.Requests < a.Requests || b.Failed < a.Failed {
+		return nil
+	}
+	from, err1 := k6.DecodeBuckets(a.Buckets)
+	to, err2 := k6.DecodeBuckets(b.Buckets)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	h, err := k6.LiveHistogram(from, to)
+	if err != nil || h.Total() == 0 {
+		return nil
+	}
+	req := b.Requests - a.Requests
+	return &perfv1.LoadResult{
+		Requests: req, Failures: b.Failed - a.Failed,
+		AchievedQPS: float64(req) / b.At.Sub(a.At.Time).Seconds(),
+		P50Ms:       h.Quantile(0.50), P95Ms: h.Quantile(0.95), P99Ms: h.Quantile(0.99),
+	}
+}
