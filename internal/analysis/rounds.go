@@ -29,8 +29,11 @@ const minRoundSamples = 2
 // the rounds alternate). The rounds are then the independent replicates: the
 // overhead is exp(d̄) − 1 and its interval d̄ ± t(R−1)·s/√R on the log scale,
 // with s the rounds' standard deviation, inflated by (1+ρ)/(1−ρ) when the
-// rounds' lag-1 autocorrelation ρ is positive (a drift slower than a round but
-// faster than the stage). Baseline and Treatment are the means of the rounds'
+// rounds' lag-1 autocorrelation ρ, bias-corrected by +1/R (a short series'
+// sample autocorrelation is biased low), is positive: adjacent rounds share
+// the noise across their common boundary, and a drift slower than a round but
+// faster than the stage correlates them. make bench-design shows the
+// correction keeps coverage at 95 % and the A/A rate at 5 %. Baseline and Treatment are the means of the rounds'
 // means. Rounds whose sub-windows have fewer than 2 samples are dropped; at
 // least 2 rounds must remain.
 func CompareRounds(rounds []RoundPair, o Options) (Result, error) {
@@ -87,10 +90,12 @@ func compareLogRatios(d, bms, tms []float64, rounds int, o Options) (Result, err
 	n := float64(len(d))
 	dm, sd := stat.MeanStdDev(d, nil)
 	v := sd * sd / n
-	if len(d) >= 4 {
-		if g := autocov(d, 1); g[0] > 0 && g[1] > 0 {
-			rho := math.Min(g[1]/g[0], 0.9)
-			v *= (1 + rho) / (1 - rho)
+	if len(d) >= 3 {
+		if g := autocov(d, 1); g[0] > 0 {
+			rho := math.Min(g[1]/g[0]+1/n, 0.9)
+			if rho > 0 {
+				v *= (1 + rho) / (1 - rho)
+			}
 		}
 	}
 	se := math.Sqrt(v)
