@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"golang.org/x/sys/unix"
 )
 
 // Switch names as they appear in admin paths and the toy_switch_enabled label.
@@ -47,10 +49,37 @@ type app struct {
 	requests  *prometheus.CounterVec
 	durations prometheus.Histogram
 	cpuSpent  prometheus.Counter
+	// switchCPU is the CPU the profiling switch added (its share of each
+	// request's burn); onSince and onCPU the process's CPU time while it was on
+	// (guarded by mu): the app's own ground truth for the overhead a
+	// PerfExperiment measures, switchCPU / (onCPU − switchCPU).
+	switchCPU prometheus.Counter
+	onSince   time.Duration // process CPU when profiling went on; <0 while off
+	onCPU     time.Duration
+}
+
+// processCPU is the process's user+system CPU time so far.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuWhileOn is the process CPU spent while profiling was on, up to now.
+func (a *app) cpuWhileOn() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := a.onCPU
+	if a.onSince >= 0 {
+		d += processCPU() - a.onSince
+	}
+	return d.Seconds()
 }
 
 func newApp(cfg config, log *slog.Logger) *app {
-	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry(), onSince: -1}
 	a.switches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toy_switch_enabled", Help: "1 while the switch is on.",
 	}, []string{"switch"})
@@ -71,10 +100,16 @@ func newApp(cfg config, log *slog.Logger) *app {
 	a.cpuSpent = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toy_work_cpu_seconds_total", Help: "CPU time burnt by work requests (thread CPU clock).",
 	})
+	a.switchCPU = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toy_profiling_cpu_seconds_total", Help: "CPU time the profiling switch added to work requests (thread CPU clock): the ground truth of its overhead.",
+	})
+	onCPU := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "toy_profiling_on_process_cpu_seconds_total", Help: "The process's CPU time while profiling was on; the switch's overhead on the pod is toy_profiling_cpu_seconds_total / (this − toy_profiling_cpu_seconds_total).",
+	}, a.cpuWhileOn)
 	a.reg.MustRegister(
 		collectors.NewGoCollector(), // go_memstats_heap_alloc_bytes, go_memstats_heap_inuse_bytes, ...
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		a.switches, a.switchReq, a.retained, a.requests, a.durations, a.cpuSpent,
+		a.switches, a.switchReq, a.retained, a.requests, a.durations, a.cpuSpent, a.switchCPU, onCPU,
 	)
 	for _, n := range switchNames {
 		a.switches.WithLabelValues(n).Set(0)
@@ -122,6 +157,14 @@ func (a *app) set(name string, on bool, source string) (changed bool, err error)
 	}
 	changed = *cur != on
 	*cur = on
+	if name == swProfiling && changed {
+		if on {
+			a.onSince = processCPU()
+		} else if a.onSince >= 0 {
+			a.onCPU += processCPU() - a.onSince
+			a.onSince = -1
+		}
+	}
 	var released int64
 	switch {
 	case name == swMemoryTracking && !on:
@@ -171,12 +214,14 @@ func (a *app) work(w http.ResponseWriter, r *http.Request) {
 	profiling, tracking := a.profiling, a.tracking
 	a.mu.Unlock()
 
-	cpu := a.cfg.WorkCPU
+	cpu, extra := a.cfg.WorkCPU, time.Duration(0)
 	if profiling {
-		cpu += time.Duration(float64(a.cfg.WorkCPU) * a.cfg.ProfilingOverhead)
+		extra = time.Duration(float64(a.cfg.WorkCPU) * a.cfg.ProfilingOverhead)
+		cpu += extra
 	}
 	sum := burnCPU(cpu)
 	a.cpuSpent.Add(cpu.Seconds())
+	a.switchCPU.Add(extra.Seconds())
 
 	if a.cfg.WorkAlloc > 0 {
 		buf := make([]byte, a.cfg.WorkAlloc)

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -11,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // These tests measure what the switches cost, on the same clocks the operator's
@@ -49,14 +50,6 @@ func setSwitch(t *testing.T, a *app, name, body string) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("POST /admin/%s %q: %d %s", name, body, rec.Code, rec.Body)
 	}
-}
-
-func processCPU(t *testing.T) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(d []time.Duration) time.Duration {
@@ -106,7 +99,7 @@ func TestProfilingOverhead(t *testing.T) {
 	for r := range rounds {
 		for _, profiling := range []bool{r%2 == 0, r%2 != 0} {
 			setSwitch(t, a, swProfiling, switchString(profiling))
-			p0 := processCPU(t)
+			p0 := processCPU()
 			for range perRound {
 				d := request(t, h)
 				if profiling {
@@ -116,9 +109,9 @@ func TestProfilingOverhead(t *testing.T) {
 				}
 			}
 			if profiling {
-				procOn += processCPU(t) - p0
+				procOn += processCPU() - p0
 			} else {
-				procOff += processCPU(t) - p0
+				procOff += processCPU() - p0
 			}
 		}
 	}
@@ -218,5 +211,36 @@ func TestBuffersHoldFixedBlock(t *testing.T) {
 	}
 	if !within(back, want, 0.15) {
 		t.Errorf("switching buffers off released %d B, want %d ±15%%", back, want)
+	}
+}
+
+// TestProfilingGroundTruth: the app exports the CPU its profiling switch added
+// and its own CPU while the switch was on; their ratio is the overhead a
+// PerfExperiment should find on the pod.
+func TestProfilingGroundTruth(t *testing.T) {
+	a := testApp(t, func(c *config) { c.WorkCPU, c.ProfilingOverhead, c.WorkAlloc = 2*time.Millisecond, 0.2, 0 })
+	h := a.mainHandler()
+	serve := func(n int) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for range n {
+			request(t, h)
+		}
+	}
+	serve(20)
+	if v := testutil.ToFloat64(a.switchCPU); v != 0 || a.cpuWhileOn() != 0 {
+		t.Fatalf("before the switch: %g added, %g while on", v, a.cpuWhileOn())
+	}
+	setSwitch(t, a, "profiling", "on")
+	serve(100)
+	setSwitch(t, a, "profiling", "off")
+	serve(20)
+	added, on := testutil.ToFloat64(a.switchCPU), a.cpuWhileOn()
+	if want := 100 * 0.4e-3; math.Abs(added-want) > 1e-9 {
+		t.Errorf("added %g s; want %g", added, want)
+	}
+	// The process spent the work (2.4 ms a request) and a little handling.
+	if ratio := added / (on - added); ratio > 0.2 || ratio < 0.15 {
+		t.Errorf("ground truth %.3f (added %.4f s of %.4f s while on); want a little under 0.2", ratio, added, on)
 	}
 }
