@@ -1,0 +1,161 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+// interleavedShort makes the interleaved example fit the suite: one stage, 3
+// rounds of 40 s sub-windows after 10 s settles (metrics-server's 10 s
+// resolution needs 4 samples a sub-window), about 5 minutes.
+func interleavedShort(qps int32, calibrate bool) func(*perfv1.PerfExperiment) {
+	return func(e *perfv1.PerfExperiment) {
+		e.Spec.Warmup = &perfv1.WarmupSpec{QPS: 25, Duration: "20s"}
+		e.Spec.Stages = []perfv1.StageSpec{{QPS: qps}}
+		e.Spec.Interleaving = &perfv1.InterleavingSpec{Rounds: 3, Order: perfv1.OrderABBA}
+		e.Spec.Windows = perfv1.WindowsSpec{Baseline: "40s", Treatment: "40s", Settle: "10s"}
+		e.Spec.Metrics.Interval = "10s"
+		e.Spec.Calibrate = calibrate
+		if calibrate {
+			e.Name, e.Spec.SuccessCriteria = "profiling-aa", nil
+		}
+	}
+}
+
+// groundTruth sums the toy pods' own record of the profiling switch: the CPU
+// it added and the process CPU while it was on.
+func groundTruth(t *testing.T, ns string) (added, on float64) {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	for _, p := range podsOf(t, ns, toy) {
+		resp, err := c.Get(fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
+		if err != nil {
+			t.Fatalf("pod %s metrics: %v", p.Name, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 2 {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				continue
+			}
+			switch f[0] {
+			case "toy_profiling_cpu_seconds_total":
+				added += v
+			case "toy_profiling_on_process_cpu_seconds_total":
+				on += v
+			}
+		}
+		resp.Body.Close()
+	}
+	return added, on
+}
+
+// The profiling example with design interleaved: the operator's CPU overhead
+// must come within 3 points of what the toy app itself says its switch burnt,
+// with every round and sub-window recorded; alongside, an A/A run of the same
+// design on another copy of the app must find no effect and state its noise
+// floor. Both run at once, so the pair costs one run's time.
+func TestInterleavedProfilingMatchesTheAppsGroundTruth(t *testing.T) {
+	const nsRun, nsAA = "e2e-interleaved", "e2e-aa"
+	deploy(t, nsRun, toy)
+	deploy(t, nsAA, toy)
+	before := templateJSON(t, nsRun, toy)
+	added0, on0 := groundTruth(t, nsRun)
+	run := experiment(t, "profiling-overhead-interleaved.yaml", nsRun, interleavedShort(100, false))
+	aa := experiment(t, "profiling-overhead-interleaved.yaml", nsAA, interleavedShort(50, true))
+	for _, e := range []*perfv1.PerfExperiment{run, aa} {
+		if err := createExperiment(t, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both run at once; following one after the other costs nothing more.
+	doneRun := runUntil(t, client.ObjectKeyFromObject(run), 12*time.Minute, "the interleaved run to end", terminal)
+	doneAA := runUntil(t, client.ObjectKeyFromObject(aa), 5*time.Minute, "the A/A run to end", terminal)
+	for _, d := range []*perfv1.PerfExperiment{doneRun, doneAA} {
+		if d.Status.Phase != perfv1.PhaseSucceeded {
+			t.Fatalf("%s: phase %s: %+v", d.Name, d.Status.Phase, d.Status.Abort)
+		}
+		if il := d.Status.Interleaving; il == nil || len(il.Rounds) != 3 {
+			t.Fatalf("%s: status.interleaving %+v", d.Name, il)
+		}
+		subs := 0
+		for _, w := range d.Status.Windows {
+			if w.Round == nil {
+				continue
+			}
+			subs++
+			if w.Valid == nil || !*w.Valid {
+				t.Errorf("%s: %s sub-window of round %d not valid: %v", d.Name, w.Variant, *w.Round+1, w.Invalid)
+			}
+		}
+		if subs != 6 {
+			t.Errorf("%s: %d sub-windows; want 6", d.Name, subs)
+		}
+	}
+	added1, on1 := groundTruth(t, nsRun)
+	added, on := added1-added0, on1-on0
+	if added <= 0 || on <= added {
+		t.Fatalf("the app's ground truth moved by %g s added of %g s while on", added, on)
+	}
+	truth := added / (on - added)
+	row := doneRun.Status.Summary[0]
+	cpu := row.CPU
+	wall := doneRun.Status.CompletionTime.Sub(doneRun.Status.StartTime.Time)
+	t.Logf("interleaved: CPU %+.1f%% [%+.1f, %+.1f] over %d rounds (MDE %.1f%%), the app's ground truth %+.1f%%; p99 %s; wall %s",
+		100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh, cpu.Rounds, 100*deref(cpu.MDE), 100*truth, describeRow(row.P99), wall.Round(time.Second))
+	if math.Abs(cpu.Overhead-truth) > 0.03 {
+		t.Errorf("CPU overhead %+.3f is more than 3 points from the app's ground truth %+.3f", cpu.Overhead, truth)
+	}
+	if cpu.Rounds != 3 || !cpu.Significant {
+		t.Errorf("CPU comparison %+v: want 3 rounds and a significant overhead", cpu)
+	}
+	if row.P99 == nil || row.P99.Rounds != 3 {
+		t.Errorf("p99 row %+v: want an interval over 3 rounds", row.P99)
+	}
+	aaRow := doneAA.Status.Summary[0]
+	t.Logf("A/A: verdict %s, CPU %s, memory %s; wall %s", doneAA.Status.Verdict, describeRow(aaRow.CPU), describeRow(aaRow.Memory),
+		doneAA.Status.CompletionTime.Sub(doneAA.Status.StartTime.Time).Round(time.Second))
+	if doneAA.Status.Verdict != perfv1.VerdictNoEffect || aaRow.CPU == nil || aaRow.CPU.MDE == nil {
+		t.Errorf("A/A: verdict %s, CPU %+v: want NoEffect with a noise floor", doneAA.Status.Verdict, aaRow.CPU)
+	}
+	assertTargetRestored(t, nsRun, toy, before)
+	for _, ns := range []string{nsRun, nsAA} {
+		for _, p := range podsOf(t, ns, toy) {
+			if s := switchState(t, p, "profiling"); s != "off" {
+				t.Errorf("pod %s/%s: profiling %s after the run", ns, p.Name, s)
+			}
+		}
+		assertNoJobs(t, ns)
+		assertNoRestarts(t, ns, toy)
+	}
+}
+
+func deref(f *float64) float64 {
+	if f == nil {
+		return 0
+	}
+	return *f
+}
+
+func describeRow(c *perfv1.MetricComparison) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%% [%+.1f, %+.1f] MDE %.1f%%", 100*c.Overhead, 100*c.CILow, 100*c.CIHigh, 100*deref(c.MDE))
+}
