@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -41,7 +43,9 @@ func analyzeCmd() *cobra.Command {
 		Long: `Analyses exported samples (CSV header stage,variant,t_seconds,pod,cpu_cores,memory_bytes;
 variants baseline and treatment) exactly as the operator does: per stage and metric, the
 relative overhead of the treatment with a 95 % confidence interval that respects the
-samples' time correlation. Pods' values at the same t_seconds are summed.`,
+samples' time correlation. Pods' values at the same t_seconds are summed. An
+interleaved run's sub-windows are baseline:rN and treatment:rN (round N from 1);
+such a stage is compared round by round, as the operator does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" && output != "table" {
@@ -63,17 +67,39 @@ samples' time correlation. Pods' values at the same t_seconds are summed.`,
 	return cmd
 }
 
-// windowKey is one stage's variant.
-type windowKey struct{ stage, variant string }
+// windowKey is one stage's variant, in round round (0: a sequential window).
+type windowKey struct {
+	stage, variant string
+	round          int
+}
+
+// parseVariant reads the variant column: baseline or treatment, or for a
+// sub-window of an interleaved stage baseline:rN or treatment:rN (N from 1).
+func parseVariant(s string) (variant string, round int, err error) {
+	v, r, hasRound := strings.Cut(s, ":r")
+	if v != "baseline" && v != "treatment" {
+		return "", 0, fmt.Errorf("column variant is %q, want baseline or treatment (or baseline:rN, treatment:rN)", s)
+	}
+	if !hasRound {
+		return v, 0, nil
+	}
+	n, err := strconv.Atoi(r)
+	if err != nil || n < 1 {
+		return "", 0, fmt.Errorf("column variant is %q: the round after :r must be a number from 1", s)
+	}
+	return v, n, nil
+}
 
 func analyzeFile(path string) (analyzeJSON, error) {
 	type point struct{ cpu, mem float64 }
 	data := map[windowKey]map[float64]*point{}
 	var order []string
 	seen := map[string]bool{}
+	rounds := map[string]int{} // per stage, the highest round seen
 	err := csvRows(path, samplesHeader, func(_ int, rec []string) error {
-		if rec[1] != "baseline" && rec[1] != "treatment" {
-			return fmt.Errorf("column variant is %q, want baseline or treatment", rec[1])
+		variant, round, err := parseVariant(rec[1])
+		if err != nil {
+			return err
 		}
 		t, _, err := number(rec, 2, "t_seconds", false)
 		if err != nil {
@@ -91,7 +117,8 @@ func analyzeFile(path string) (analyzeJSON, error) {
 			seen[rec[0]] = true
 			order = append(order, rec[0])
 		}
-		k := windowKey{rec[0], rec[1]}
+		k := windowKey{rec[0], variant, round}
+		rounds[rec[0]] = max(rounds[rec[0]], round)
 		if data[k] == nil {
 			data[k] = map[float64]*point{}
 		}
@@ -121,8 +148,16 @@ func analyzeFile(path string) (analyzeJSON, error) {
 	}
 	out := analyzeJSON{Stages: []stageJSON{}}
 	for _, stage := range order {
-		bc, bm := series(windowKey{stage, "baseline"})
-		tc, tm := series(windowKey{stage, "treatment"})
+		if n := rounds[stage]; n > 0 {
+			row, err := analyzeRounds(stage, n, series)
+			if err != nil {
+				return analyzeJSON{}, fmt.Errorf("%s: %w", path, err)
+			}
+			out.Stages = append(out.Stages, row)
+			continue
+		}
+		bc, bm := series(windowKey{stage, "baseline", 0})
+		tc, tm := series(windowKey{stage, "treatment", 0})
 		if len(bc) == 0 || len(tc) == 0 {
 			return analyzeJSON{}, fmt.Errorf("%s: stage %s needs both baseline and treatment samples", path, stage)
 		}
@@ -138,6 +173,30 @@ func analyzeFile(path string) (analyzeJSON, error) {
 		out.Stages = append(out.Stages, row)
 	}
 	return out, nil
+}
+
+// analyzeRounds compares an interleaved stage's rounds as the operator does.
+func analyzeRounds(stage string, n int, series func(windowKey) (cpu, mem analysis.Series)) (stageJSON, error) {
+	var cpu, mem []analysis.RoundPair
+	for r := 1; r <= n; r++ {
+		bc, bm := series(windowKey{stage, "baseline", r})
+		tc, tm := series(windowKey{stage, "treatment", r})
+		if len(bc) == 0 || len(tc) == 0 {
+			continue // an invalid round the export left out
+		}
+		cpu = append(cpu, analysis.RoundPair{Baseline: bc, Treatment: tc})
+		mem = append(mem, analysis.RoundPair{Baseline: bm, Treatment: tm})
+	}
+	row := stageJSON{Stage: stage, Metrics: map[string]metricJSON{}}
+	for name, rounds := range map[string][]analysis.RoundPair{"cpu": cpu, "memory": mem} {
+		r, err := analysis.CompareRounds(rounds, analysis.DefaultOptions())
+		if err != nil {
+			return stageJSON{}, fmt.Errorf("stage %s, %s: %w", stage, name, err)
+		}
+		row.Metrics[name] = metricJSON{Baseline: r.Baseline, Treatment: r.Treatment, Overhead: r.Overhead,
+			CILow: r.CILow, CIHigh: r.CIHigh, Significant: r.Significant}
+	}
+	return row, nil
 }
 
 func printAnalysis(w io.Writer, res analyzeJSON) error {

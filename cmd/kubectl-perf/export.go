@@ -106,6 +106,39 @@ func writeCSV(path string, rows func(*csv.Writer) (int, error)) (int, error) {
 	return n, nil
 }
 
+// exportedWindows are a stage's windows the analysis reads: the last baseline
+// and treatment window, or every valid sub-window of an interleaved stage
+// (rounds with an invalid sub-window are left out, as the operator leaves them).
+func exportedWindows(exp *perfv1.PerfExperiment, stage int32) []*perfv1.WindowStatus {
+	var out []*perfv1.WindowStatus
+	if exp.Status.Interleaving == nil {
+		for _, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
+			if win := lastWindow(exp.Status.Windows, stage, v); win != nil && win.Series != nil {
+				out = append(out, win)
+			}
+		}
+		return out
+	}
+	byRound := map[int32][]*perfv1.WindowStatus{}
+	var rounds []int32
+	for i := range exp.Status.Windows {
+		w := &exp.Status.Windows[i]
+		if w.Stage != stage || w.Round == nil || w.Series == nil || w.Valid == nil || !*w.Valid {
+			continue
+		}
+		if len(byRound[*w.Round]) == 0 {
+			rounds = append(rounds, *w.Round)
+		}
+		byRound[*w.Round] = append(byRound[*w.Round], w)
+	}
+	for _, r := range rounds {
+		if len(byRound[r]) == 2 {
+			out = append(out, byRound[r]...)
+		}
+	}
+	return out
+}
+
 // exportSamples writes, per stage, the baseline and treatment windows the
 // operator's analysis reads (the last of each), so analyze recomputes its table.
 func exportSamples(w *csv.Writer, exp *perfv1.PerfExperiment) (int, error) {
@@ -114,10 +147,10 @@ func exportSamples(w *csv.Writer, exp *perfv1.PerfExperiment) (int, error) {
 	}
 	n := 0
 	for s := range exp.Spec.Stages {
-		for _, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
-			win := lastWindow(exp.Status.Windows, int32(s), v)
-			if win == nil || win.Series == nil {
-				continue
+		for _, win := range exportedWindows(exp, int32(s)) {
+			v := string(win.Variant)
+			if win.Round != nil {
+				v += ":r" + strconv.Itoa(int(*win.Round)+1)
 			}
 			ser, err := win.Series.Values()
 			if err != nil {
@@ -128,7 +161,7 @@ func exportSamples(w *csv.Writer, exp *perfv1.PerfExperiment) (int, error) {
 					break
 				}
 				t := float64(i) * float64(win.Series.StepSeconds)
-				if err := w.Write([]string{exp.Spec.StageName(s), string(v), ftoa(t), "all",
+				if err := w.Write([]string{exp.Spec.StageName(s), v, ftoa(t), "all",
 					ftoa(float64(ser.CPUMillicores[i]) / 1000), strconv.FormatInt(ser.MemoryBytes[i], 10)}); err != nil {
 					return n, err
 				}

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/analysis"
 )
 
 func plannedExperiment(design perfv1.Design) *perfv1.PerfExperiment {
@@ -123,5 +128,78 @@ func TestInterleavedMarkers(t *testing.T) {
 	r := int32(1)
 	if l := windowLabel(perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantTreatment, Round: &r}); l != "s1 r2 B" {
 		t.Errorf("label %q", l)
+	}
+}
+
+// TestExportInterleavedRoundTripsThroughAnalyze: an interleaved run's
+// sub-windows export as baseline:rN / treatment:rN, and analyze compares them
+// round by round, to the operator's numbers; an invalid round is left out.
+func TestExportInterleavedRoundTripsThroughAnalyze(t *testing.T) {
+	exp := plannedExperiment(perfv1.DesignInterleaved)
+	exp.Status.Windows = nil
+	var rounds []analysis.RoundPair
+	yes, no := true, false
+	for r := int32(0); r < 4; r++ {
+		var pair analysis.RoundPair
+		for k, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
+			var vals perfv1.SeriesValues
+			for i := range 6 {
+				cpu := int64(400 + 7*((int(r)*13+i*5+k*3)%9))
+				if k == 1 {
+					cpu = cpu * 116 / 100
+				}
+				vals.CPUMillicores = append(vals.CPUMillicores, cpu)
+				vals.MemoryBytes = append(vals.MemoryBytes, 1<<30+int64(i+int(r))<<20)
+			}
+			ser := &perfv1.WindowSeries{StepSeconds: 10}
+			ser.SetValues(vals)
+			round := r
+			valid := &yes
+			if r == 3 && k == 1 {
+				valid = &no
+			}
+			exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: v, Round: &round, Series: ser, Valid: valid})
+			if r < 3 {
+				s := make(analysis.Series, len(vals.CPUMillicores))
+				for i, c := range vals.CPUMillicores {
+					s[i] = float64(c) / 1000
+				}
+				if k == 0 {
+					pair.Baseline = s
+				} else {
+					pair.Treatment = s
+				}
+			}
+		}
+		if r < 3 {
+			rounds = append(rounds, pair)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "samples.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := csv.NewWriter(f)
+	if _, err := exportSamples(w, exp); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	f.Close()
+	got, err := analyzeFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := analysis.CompareRounds(rounds, analysis.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Stages) != 1 || math.Abs(got.Stages[0].Metrics["cpu"].Overhead-want.Overhead) > 1e-9 ||
+		math.Abs(got.Stages[0].Metrics["cpu"].CIHigh-want.CIHigh) > 1e-9 {
+		t.Errorf("analyze %+v; the operator's %+v", got.Stages, want)
+	}
+	raw, _ := os.ReadFile(path)
+	if !strings.Contains(string(raw), "treatment:r3") || strings.Contains(string(raw), ":r4") {
+		t.Errorf("export:\n%s", raw)
 	}
 }
