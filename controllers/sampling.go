@@ -202,10 +202,7 @@ func equalButSamples(a, b *perfv1.PerfExperimentStatus) bool {
 	for _, s := range []*perfv1.PerfExperimentStatus{x, y} {
 		s.Measurement = nil
 		for i := range s.Windows {
-			// The last live reading of a sub-window moves with every sample,
-			// as its series does; a decision whose write is skipped reads it
-			// again from the next sample's counters.
-			s.Windows[i].Series, s.Windows[i].LiveEnd = nil, nil
+			s.Windows[i].Series = nil
 		}
 	}
 	return equality.Semantic.DeepEqual(x, y)

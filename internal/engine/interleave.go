@@ -302,6 +302,7 @@ func (x *decider) closeSubWindow(sub *perfv1.WindowStatus, s slot) {
 	if x.toggleOn() != x.wantOn(s.arm) || x.lastSwitch().After(s.measure) {
 		sub.Invalid = appendOnce(sub.Invalid, "the toggle was not in the arm's state for the whole sub-window (was the operator down at a switch?)")
 	}
+	x.liveAtClose(sub)
 	sub.Load = liveLoad(sub)
 	sub.LiveStart, sub.LiveEnd = nil, nil
 	sub.Invalid = append(sub.Invalid, x.measurementProblems(sub, x.plan.measured(x.spec, sub.Stage, sub.Variant))...)

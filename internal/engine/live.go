@@ -209,6 +209,22 @@ func (x *decider) windowOfJob(name string) *perfv1.WindowStatus {
 
 func clock(t time.Time) string { return t.UTC().Format("15:04:05") }
 
+// liveAtClose takes the sub-window's last reading from this decision's own
+// live counters when it has them: they were read at or after the sub-window's
+// end but before this decision switches the toggle for the next slot, so the
+// requests they add were served in the sub-window's arm.
+func (x *decider) liveAtClose(rec *perfv1.WindowStatus) {
+	c := &liveCounts{}
+	for _, l := range x.obs.Live {
+		if l.Job == rec.Job {
+			c.add(l)
+		}
+	}
+	if c.pods > 0 && rec.LiveStart != nil {
+		x.liveSnapshot(rec, c)
+	}
+}
+
 // liveSnapshot keeps an interleaved sub-window's first and last complete
 // reading (every load pod read, each with its histogram): their difference is
 // the sub-window's load and latency (closeSubWindow).
