@@ -242,6 +242,7 @@ type WindowStatus struct {
 	// are cleared. Internal.
 	// +optional
 	LiveStart *LiveCounters `json:"liveStart,omitempty"`
+	// LiveEnd is the last reading (see LiveStart). Internal.
 	// +optional
 	LiveEnd *LiveCounters `json:"liveEnd,omitempty"`
 
@@ -260,9 +261,10 @@ type WindowStatus struct {
 type LiveCounters struct {
 	// At is when they were read.
 	At metav1.Time `json:"at"`
-	// Requests and Failed are http_reqs and its failed requests so far.
+	// Requests is http_reqs so far.
 	Requests int64 `json:"requests"`
-	Failed   int64 `json:"failed"`
+	// Failed is how many of them failed so far.
+	Failed int64 `json:"failed"`
 	// Buckets are the latency histogram so far, as "index:count" pairs.
 	// +optional
 	Buckets string `json:"buckets,omitempty"`

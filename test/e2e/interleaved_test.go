@@ -17,21 +17,33 @@ import (
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
-// interleavedShort makes the interleaved example fit the suite: one stage, 3
-// rounds of 40 s sub-windows after 10 s settles (metrics-server's 10 s
-// resolution needs 4 samples a sub-window), about 5 minutes.
-func interleavedShort(qps int32, calibrate bool) func(*perfv1.PerfExperiment) {
+// oneStage keeps the interleaved example as it is (3 rounds of 20 s
+// sub-windows after 10 s settles, 5 s samples) but runs one stage at qps after a
+// brief warm-up, so the suite pays for one stage.
+func oneStage(qps int32, calibrate bool) func(*perfv1.PerfExperiment) {
 	return func(e *perfv1.PerfExperiment) {
 		e.Spec.Warmup = &perfv1.WarmupSpec{QPS: 25, Duration: "20s"}
 		e.Spec.Stages = []perfv1.StageSpec{{QPS: qps}}
-		e.Spec.Interleaving = &perfv1.InterleavingSpec{Rounds: 3, Order: perfv1.OrderABBA}
-		e.Spec.Windows = perfv1.WindowsSpec{Baseline: "40s", Treatment: "40s", Settle: "10s"}
-		e.Spec.Metrics.Interval = "10s"
 		e.Spec.Calibrate = calibrate
 		if calibrate {
 			e.Name, e.Spec.SuccessCriteria = "profiling-aa", nil
 		}
 	}
+}
+
+// sequentialStageTime is a stage of the sequential local example as planned:
+// baseline, settle, treatment, settle.
+func sequentialStageTime(t *testing.T) time.Duration {
+	seq := experiment(t, "profiling-overhead.yaml", "x", nil)
+	var sum time.Duration
+	for _, d := range []perfv1.Duration{seq.Spec.Windows.Baseline, seq.Spec.Windows.Settle, seq.Spec.Windows.Treatment, seq.Spec.Windows.Settle} {
+		v, err := d.Parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	return sum
 }
 
 // groundTruth sums the toy pods' own record of the profiling switch: the CPU
@@ -77,8 +89,8 @@ func TestInterleavedProfilingMatchesTheAppsGroundTruth(t *testing.T) {
 	deploy(t, nsAA, toy)
 	before := templateJSON(t, nsRun, toy)
 	added0, on0 := groundTruth(t, nsRun)
-	run := experiment(t, "profiling-overhead-interleaved.yaml", nsRun, interleavedShort(100, false))
-	aa := experiment(t, "profiling-overhead-interleaved.yaml", nsAA, interleavedShort(50, true))
+	run := experiment(t, "profiling-overhead-interleaved.yaml", nsRun, oneStage(100, false))
+	aa := experiment(t, "profiling-overhead-interleaved.yaml", nsAA, oneStage(50, true))
 	for _, e := range []*perfv1.PerfExperiment{run, aa} {
 		if err := createExperiment(t, e); err != nil {
 			t.Fatal(err)
@@ -119,6 +131,19 @@ func TestInterleavedProfilingMatchesTheAppsGroundTruth(t *testing.T) {
 	wall := doneRun.Status.CompletionTime.Sub(doneRun.Status.StartTime.Time)
 	t.Logf("interleaved: CPU %+.1f%% [%+.1f, %+.1f] over %d rounds (MDE %.1f%%), the app's ground truth %+.1f%%; p99 %s; wall %s",
 		100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh, cpu.Rounds, 100*deref(cpu.MDE), 100*truth, describeRow(row.P99), wall.Round(time.Second))
+	// The stage's time, load start to last sub-window, against a stage of the
+	// sequential local example: at most half.
+	var stageTime time.Duration
+	for _, w := range doneRun.Status.Windows {
+		if w.Variant == perfv1.VariantRounds && w.Start != nil && w.End != nil {
+			stageTime = w.End.Sub(w.Start.Time)
+		}
+	}
+	seq := sequentialStageTime(t)
+	t.Logf("stage time %s; a stage of the sequential local example: %s (%.2f×)", stageTime.Round(time.Second), seq, stageTime.Seconds()/seq.Seconds())
+	if stageTime == 0 || 2*stageTime > seq {
+		t.Errorf("the interleaved stage took %s, more than half the sequential example's %s", stageTime, seq)
+	}
 	if math.Abs(cpu.Overhead-truth) > 0.03 {
 		t.Errorf("CPU overhead %+.3f is more than 3 points from the app's ground truth %+.3f", cpu.Overhead, truth)
 	}
