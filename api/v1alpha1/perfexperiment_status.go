@@ -445,7 +445,8 @@ const (
 	VerdictPass Verdict = "Pass"
 	// VerdictFail: some overhead exceeds its criterion.
 	VerdictFail Verdict = "Fail"
-	// VerdictNoEffect: no significant overhead and no criteria were given.
+	// VerdictNoEffect: no criteria were given and no CPU, memory or heap
+	// overhead is significant (latency rows do not decide it).
 	VerdictNoEffect Verdict = "NoEffect"
 	// VerdictInconclusive: a window was invalid or the run was aborted.
 	VerdictInconclusive Verdict = "Inconclusive"

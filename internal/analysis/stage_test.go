@@ -140,6 +140,8 @@ func TestVerdict(t *testing.T) {
 	pass, fail := row(perfv1.VerdictPass, 0.02), row(perfv1.VerdictFail, 0.08)
 	none, inc := row(perfv1.VerdictNoEffect, 0), row(perfv1.VerdictInconclusive, 0.02)
 	c := crit("5%", "", "")
+	latencyOnly := none
+	latencyOnly.P95 = &perfv1.MetricComparison{Overhead: 0.1, CILow: 0.02, CIHigh: 0.2, Significant: true}
 	for _, tc := range []struct {
 		name    string
 		stages  []perfv1.StageSummary
@@ -154,6 +156,7 @@ func TestVerdict(t *testing.T) {
 		{"no stages", nil, c, false, perfv1.VerdictInconclusive},
 		{"all no effect", []perfv1.StageSummary{none, none}, nil, false, perfv1.VerdictNoEffect},
 		{"mixed pass and no effect", []perfv1.StageSummary{none, pass}, nil, false, perfv1.VerdictPass},
+		{"a significant latency row alone measures no effect", []perfv1.StageSummary{latencyOnly}, nil, false, perfv1.VerdictNoEffect},
 		{"criteria re-decide stale stage verdicts", []perfv1.StageSummary{pass}, crit("1%", "", ""), false, perfv1.VerdictFail},
 		{"no effect with criteria is a pass", []perfv1.StageSummary{none}, c, false, perfv1.VerdictPass},
 		{"unparsable criteria", []perfv1.StageSummary{pass}, crit("x", "", ""), false, perfv1.VerdictInconclusive},
