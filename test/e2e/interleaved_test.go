@@ -46,10 +46,13 @@ func sequentialStageTime(t *testing.T) time.Duration {
 	return sum
 }
 
-// groundTruth sums the toy pods' own record of the profiling switch: the CPU
-// it added and the process CPU while it was on.
-func groundTruth(t *testing.T, ns string) (added, on float64) {
+// toyCounters are the toy pods' own record of the profiling switch, summed
+// over the pods: process CPU seconds and work requests with it on and off.
+type toyCounters struct{ cpuOn, cpuOff, reqOn, reqOff float64 }
+
+func groundTruth(t *testing.T, ns string) toyCounters {
 	t.Helper()
+	var g toyCounters
 	c := http.Client{Timeout: 5 * time.Second}
 	for _, p := range podsOf(t, ns, toy) {
 		resp, err := c.Get(fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
@@ -67,15 +70,50 @@ func groundTruth(t *testing.T, ns string) (added, on float64) {
 				continue
 			}
 			switch f[0] {
-			case "toy_profiling_cpu_seconds_total":
-				added += v
-			case "toy_profiling_on_process_cpu_seconds_total":
-				on += v
+			case `toy_profiling_process_cpu_seconds_total{profiling="on"}`:
+				g.cpuOn += v
+			case `toy_profiling_process_cpu_seconds_total{profiling="off"}`:
+				g.cpuOff += v
+			case `toy_profiling_requests_total{profiling="on"}`:
+				g.reqOn += v
+			case `toy_profiling_requests_total{profiling="off"}`:
+				g.reqOff += v
 			}
 		}
 		resp.Body.Close()
 	}
-	return added, on
+	return g
+}
+
+// overhead is the app's ground truth between two readings: its CPU per
+// request with profiling on over the same with it off, minus one.
+func (g toyCounters) overhead(before toyCounters) (float64, error) {
+	on, off := g.cpuOn-before.cpuOn, g.cpuOff-before.cpuOff
+	rOn, rOff := g.reqOn-before.reqOn, g.reqOff-before.reqOff
+	if on <= 0 || off <= 0 || rOn <= 0 || rOff <= 0 {
+		return 0, fmt.Errorf("the app's counters moved by %g s over %g requests on, %g s over %g off", on, rOn, off, rOff)
+	}
+	return (on/rOn)/(off/rOff) - 1, nil
+}
+
+// roundsLine prints each round's sub-window CPU means, for the log.
+func roundsLine(e *perfv1.PerfExperiment) string {
+	var parts []string
+	for _, w := range e.Status.Windows {
+		if w.Round == nil || w.Series == nil {
+			continue
+		}
+		v, err := w.Series.Values()
+		if err != nil || len(v.CPUMillicores) == 0 {
+			continue
+		}
+		sum := int64(0)
+		for _, c := range v.CPUMillicores {
+			sum += c
+		}
+		parts = append(parts, fmt.Sprintf("r%d %s %.1fm (%d pts)", *w.Round+1, w.Variant, float64(sum)/float64(len(v.CPUMillicores)), len(v.CPUMillicores)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // The profiling example with design interleaved: the operator's CPU overhead
@@ -88,7 +126,7 @@ func TestInterleavedProfilingMatchesTheAppsGroundTruth(t *testing.T) {
 	deploy(t, nsRun, toy)
 	deploy(t, nsAA, toy)
 	before := templateJSON(t, nsRun, toy)
-	added0, on0 := groundTruth(t, nsRun)
+	truth0 := groundTruth(t, nsRun)
 	run := experiment(t, "profiling-overhead-interleaved.yaml", nsRun, oneStage(100, false))
 	aa := experiment(t, "profiling-overhead-interleaved.yaml", nsAA, oneStage(50, true))
 	// One after the other: on two cores, the A/A's arms would otherwise line
@@ -122,12 +160,11 @@ func TestInterleavedProfilingMatchesTheAppsGroundTruth(t *testing.T) {
 			t.Errorf("%s: %d sub-windows; want 6", d.Name, subs)
 		}
 	}
-	added1, on1 := groundTruth(t, nsRun)
-	added, on := added1-added0, on1-on0
-	if added <= 0 || on <= added {
-		t.Fatalf("the app's ground truth moved by %g s added of %g s while on", added, on)
+	truth, err := groundTruth(t, nsRun).overhead(truth0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	truth := added / (on - added)
+	t.Logf("interleaved rounds: %s", roundsLine(doneRun))
 	row := doneRun.Status.Summary[0]
 	cpu := row.CPU
 	wall := doneRun.Status.CompletionTime.Sub(doneRun.Status.StartTime.Time)
@@ -155,6 +192,7 @@ func TestInterleavedProfilingMatchesTheAppsGroundTruth(t *testing.T) {
 	if row.P99 == nil || row.P99.Rounds != 3 {
 		t.Errorf("p99 row %+v: want an interval over 3 rounds", row.P99)
 	}
+	t.Logf("A/A rounds: %s", roundsLine(doneAA))
 	aaRow := doneAA.Status.Summary[0]
 	t.Logf("A/A: verdict %s, CPU %s, memory %s; wall %s", doneAA.Status.Verdict, describeRow(aaRow.CPU), describeRow(aaRow.Memory),
 		doneAA.Status.CompletionTime.Sub(doneAA.Status.StartTime.Time).Round(time.Second))

@@ -49,13 +49,22 @@ type app struct {
 	requests  *prometheus.CounterVec
 	durations prometheus.Histogram
 	cpuSpent  prometheus.Counter
-	// switchCPU is the CPU the profiling switch added (its share of each
-	// request's burn); onSince and onCPU the process's CPU time while it was on
-	// (guarded by mu): the app's own ground truth for the overhead a
-	// PerfExperiment measures, switchCPU / (onCPU − switchCPU).
+	// switchCPU is the CPU the profiling switch added to the requests' burn.
+	// The ground truth of the overhead a PerfExperiment measures on the pod is
+	// the process's CPU per work request while profiling is on over the same
+	// while it is off: stateCPU and stateReqs (guarded by mu) keep both, the
+	// CPU accrued up to since plus what the process spent after it.
 	switchCPU prometheus.Counter
-	onSince   time.Duration // process CPU when profiling went on; <0 while off
-	onCPU     time.Duration
+	stateCPU  [2]time.Duration // by profiling off (0) and on (1)
+	stateReqs [2]float64
+	since     time.Duration // process CPU at the last profiling switch
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // processCPU is the process's user+system CPU time so far.
@@ -67,19 +76,27 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// cpuWhileOn is the process CPU spent while profiling was on, up to now.
-func (a *app) cpuWhileOn() float64 {
+// profilingCPU is the process CPU spent with profiling in state on (1) or off
+// (0), up to now.
+func (a *app) profilingCPU(on int) float64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	d := a.onCPU
-	if a.onSince >= 0 {
-		d += processCPU() - a.onSince
+	d := a.stateCPU[on]
+	if a.profiling == (on == 1) {
+		d += processCPU() - a.since
 	}
 	return d.Seconds()
 }
 
+// profilingRequests is the work requests served with profiling on (1) or off (0).
+func (a *app) profilingRequests(on int) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stateReqs[on]
+}
+
 func newApp(cfg config, log *slog.Logger) *app {
-	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry(), onSince: -1}
+	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry(), since: processCPU()}
 	a.switches = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toy_switch_enabled", Help: "1 while the switch is on.",
 	}, []string{"switch"})
@@ -103,14 +120,23 @@ func newApp(cfg config, log *slog.Logger) *app {
 	a.switchCPU = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toy_profiling_cpu_seconds_total", Help: "CPU time the profiling switch added to work requests (thread CPU clock): the ground truth of its overhead.",
 	})
-	onCPU := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "toy_profiling_on_process_cpu_seconds_total", Help: "The process's CPU time while profiling was on; the switch's overhead on the pod is toy_profiling_cpu_seconds_total / (this − toy_profiling_cpu_seconds_total).",
-	}, a.cpuWhileOn)
 	a.reg.MustRegister(
 		collectors.NewGoCollector(), // go_memstats_heap_alloc_bytes, go_memstats_heap_inuse_bytes, ...
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		a.switches, a.switchReq, a.retained, a.requests, a.durations, a.cpuSpent, a.switchCPU, onCPU,
+		a.switches, a.switchReq, a.retained, a.requests, a.durations, a.cpuSpent, a.switchCPU,
 	)
+	for i, state := range []string{"off", "on"} {
+		a.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "toy_profiling_process_cpu_seconds_total", ConstLabels: prometheus.Labels{"profiling": state},
+				Help: "The process's CPU time with profiling in this state. The switch's overhead on the pod is (cpu{on}/requests{on}) / (cpu{off}/requests{off}) − 1.",
+			}, func() float64 { return a.profilingCPU(i) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "toy_profiling_requests_total", ConstLabels: prometheus.Labels{"profiling": state},
+				Help: "Work requests served with profiling in this state.",
+			}, func() float64 { return a.profilingRequests(i) }),
+		)
+	}
 	for _, n := range switchNames {
 		a.switches.WithLabelValues(n).Set(0)
 	}
@@ -158,12 +184,12 @@ func (a *app) set(name string, on bool, source string) (changed bool, err error)
 	changed = *cur != on
 	*cur = on
 	if name == swProfiling && changed {
-		if on {
-			a.onSince = processCPU()
-		} else if a.onSince >= 0 {
-			a.onCPU += processCPU() - a.onSince
-			a.onSince = -1
+		now, was := processCPU(), 0
+		if !on {
+			was = 1
 		}
+		a.stateCPU[was] += now - a.since
+		a.since = now
 	}
 	var released int64
 	switch {
@@ -222,6 +248,11 @@ func (a *app) work(w http.ResponseWriter, r *http.Request) {
 	sum := burnCPU(cpu)
 	a.cpuSpent.Add(cpu.Seconds())
 	a.switchCPU.Add(extra.Seconds())
+	a.mu.Lock()
+	if a.profiling == profiling { // counted in the state it was served in
+		a.stateReqs[boolIndex(profiling)]++
+	}
+	a.mu.Unlock()
 
 	if a.cfg.WorkAlloc > 0 {
 		buf := make([]byte, a.cfg.WorkAlloc)

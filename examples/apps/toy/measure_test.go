@@ -215,8 +215,8 @@ func TestBuffersHoldFixedBlock(t *testing.T) {
 }
 
 // TestProfilingGroundTruth: the app exports the CPU its profiling switch added
-// and its own CPU while the switch was on; their ratio is the overhead a
-// PerfExperiment should find on the pod.
+// and its own CPU and requests with the switch on and off; the per-request
+// ratio is the overhead a PerfExperiment should find on the pod.
 func TestProfilingGroundTruth(t *testing.T) {
 	a := testApp(t, func(c *config) { c.WorkCPU, c.ProfilingOverhead, c.WorkAlloc = 2*time.Millisecond, 0.2, 0 })
 	h := a.mainHandler()
@@ -227,20 +227,25 @@ func TestProfilingGroundTruth(t *testing.T) {
 			request(t, h)
 		}
 	}
-	serve(20)
-	if v := testutil.ToFloat64(a.switchCPU); v != 0 || a.cpuWhileOn() != 0 {
-		t.Fatalf("before the switch: %g added, %g while on", v, a.cpuWhileOn())
+	serve(50)
+	if v := testutil.ToFloat64(a.switchCPU); v != 0 || a.profilingRequests(1) != 0 || a.profilingRequests(0) != 50 {
+		t.Fatalf("before the switch: %g added, requests on %g, off %g", v, a.profilingRequests(1), a.profilingRequests(0))
 	}
 	setSwitch(t, a, "profiling", "on")
 	serve(100)
 	setSwitch(t, a, "profiling", "off")
-	serve(20)
-	added, on := testutil.ToFloat64(a.switchCPU), a.cpuWhileOn()
-	if want := 100 * 0.4e-3; math.Abs(added-want) > 1e-9 {
+	serve(50)
+	if added, want := testutil.ToFloat64(a.switchCPU), 100*0.4e-3; math.Abs(added-want) > 1e-9 {
 		t.Errorf("added %g s; want %g", added, want)
 	}
-	// The process spent the work (2.4 ms a request) and a little handling.
-	if ratio := added / (on - added); ratio > 0.2 || ratio < 0.15 {
-		t.Errorf("ground truth %.3f (added %.4f s of %.4f s while on); want a little under 0.2", ratio, added, on)
+	on := a.profilingCPU(1) / a.profilingRequests(1)
+	off := a.profilingCPU(0) / a.profilingRequests(0)
+	// The process spent the work (2 ms, 2.4 ms with profiling) and a little
+	// handling around it on every request.
+	if truth := on/off - 1; truth > 0.21 || truth < 0.15 {
+		t.Errorf("ground truth %+.3f (%.3f ms a request on, %.3f off); want a little under +0.2", truth, on*1e3, off*1e3)
+	}
+	if a.profilingRequests(1) != 100 || a.profilingRequests(0) != 100 {
+		t.Errorf("requests on %g, off %g", a.profilingRequests(1), a.profilingRequests(0))
 	}
 }
