@@ -20,7 +20,11 @@ import (
 //	stalled/pending   Stalled=True      Ready=False  Complete=False
 //	Succeeded         Ready=True        Complete=True (no Reconciling, no Stalled)
 //	Failed, Aborted   Stalled=True      Ready=False  Complete=True
-func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, gen int64, d engine.Decision, now time.Time) {
+func setConditions(st *perfv1.PerfExperimentStatus, spec *perfv1.PerfExperimentSpec, gen int64, d engine.Decision, now time.Time) {
+	if spec == nil {
+		spec = &perfv1.PerfExperimentSpec{}
+	}
+	crit := spec.SuccessCriteria
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now),
@@ -30,7 +34,7 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 	switch {
 	case st.Phase == perfv1.PhaseSucceeded:
 		set(perfv1.ConditionReady, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed; status.summary is final")
-		set(perfv1.ConditionComplete, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed with verdict "+string(st.Verdict))
+		set(perfv1.ConditionComplete, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed: "+engine.Outcome(spec, st))
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
 	case st.Phase.IsTerminal():
@@ -99,7 +103,7 @@ func setConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria
 // does, so the documented `kubectl wait` lines are checked against the real
 // conditions.
 func SetConditions(st *perfv1.PerfExperimentStatus, crit *perfv1.SuccessCriteria, gen int64, d engine.Decision, now time.Time) {
-	setConditions(st, crit, gen, d, now)
+	setConditions(st, &perfv1.PerfExperimentSpec{SuccessCriteria: crit}, gen, d, now)
 }
 
 // setPassed is the CI gate: present only with success criteria; True when every

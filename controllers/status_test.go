@@ -100,7 +100,7 @@ func TestCompleteAndPassedReadTheOutcome(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.st
-			setConditions(&st, crit, 1, engine.Decision{}, now)
+			setConditions(&st, &perfv1.PerfExperimentSpec{SuccessCriteria: crit}, 1, engine.Decision{}, now)
 			c := meta.FindStatusCondition(st.Conditions, perfv1.ConditionComplete)
 			if c == nil || c.Status != tc.complete || c.Reason != tc.completeReason {
 				t.Errorf("Complete = %+v; want %s %s", c, tc.complete, tc.completeReason)
@@ -110,5 +110,17 @@ func TestCompleteAndPassedReadTheOutcome(t *testing.T) {
 				t.Errorf("Passed = %+v; want %s %s", p, tc.passed, tc.passedReason)
 			}
 		})
+	}
+}
+
+func TestCompleteStatesTheNoiseFloorOfACalibration(t *testing.T) {
+	mde := 0.031
+	st := perfv1.PerfExperimentStatus{Phase: perfv1.PhaseSucceeded, Verdict: perfv1.VerdictNoEffect,
+		Summary: []perfv1.StageSummary{{Stage: "100", CPU: &perfv1.MetricComparison{MDE: &mde}, Memory: &perfv1.MetricComparison{}}}}
+	setConditions(&st, &perfv1.PerfExperimentSpec{Calibrate: true}, 1, engine.Decision{}, time.Now())
+	c := meta.FindStatusCondition(st.Conditions, perfv1.ConditionComplete)
+	want := "the experiment completed: calibration (A/A, the toggle was never switched): all 1 stages measured, verdict NoEffect; no effect larger than CPU ±3.1 % could be seen; 0 of 2 comparisons looked significant from noise alone (about 1 in 20 is expected)"
+	if c == nil || c.Message != want {
+		t.Errorf("Complete %+v;\nwant message %q", c, want)
 	}
 }

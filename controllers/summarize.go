@@ -110,7 +110,7 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	if p.provider != nil {
 		exp.Status.MetricsSource = perfv1.MetricsSource(p.provider.Name())
 	}
-	setConditions(&exp.Status, exp.Spec.SuccessCriteria, exp.Generation, d, r.Clock.Now())
+	setConditions(&exp.Status, &exp.Spec, exp.Generation, d, r.Clock.Now())
 	exp.Status.ObservedGeneration = exp.Generation
 	if !flushDue(&before.Status, &exp.Status, p) || equality.Semantic.DeepEqual(before.Status, exp.Status) {
 		return nil // nothing a reader can see changed: no request
@@ -147,7 +147,7 @@ func (r *PerfExperimentReconciler) recordEnding(exp *perfv1.PerfExperiment, d *e
 	if toggle != nil && exp.Status.Toggle != nil {
 		exp.Status.Toggle.Applied, exp.Status.Toggle.RevertedAt, exp.Status.Toggle.Pods = toggle.Applied, toggle.RevertedAt, toggle.Pods
 	}
-	setConditions(&exp.Status, exp.Spec.SuccessCriteria, exp.Generation, *d, r.Clock.Now())
+	setConditions(&exp.Status, &exp.Spec, exp.Generation, *d, r.Clock.Now())
 	exp.Status.ObservedGeneration = exp.Generation
 	for _, e := range d.Events {
 		if e.Reason == perfv1.ReasonToggleOff || e.Reason == perfv1.ReasonLockReleased {

@@ -34,15 +34,23 @@ func (x *decider) analyzing() {
 	x.st.Verdict = analysis.Verdict(summary, x.spec.SuccessCriteria, false)
 	cols := analysis.Columns(summary)
 	x.st.Overhead = &cols
-	msg := fmt.Sprintf("all %d stages measured, verdict %s", len(x.spec.Stages), x.st.Verdict)
-	if floor := noiseFloor(summary); floor != "" && (x.st.Verdict == perfv1.VerdictNoEffect || x.spec.Calibrate) {
+	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded, fmt.Sprintf("%s; Deployment %s restored", Outcome(x.spec, x.st), x.spec.Target.Deployment))
+}
+
+// Outcome says how a completed run ended, for its event and its Complete
+// condition: the verdict and, when nothing was found or the run calibrated
+// (A/A), the noise floor and how many comparisons noise alone made look
+// significant.
+func Outcome(spec *perfv1.PerfExperimentSpec, st *perfv1.PerfExperimentStatus) string {
+	msg := fmt.Sprintf("all %d stages measured, verdict %s", len(st.Summary), st.Verdict)
+	if floor := noiseFloor(st.Summary); floor != "" && (st.Verdict == perfv1.VerdictNoEffect || spec.Calibrate) {
 		msg += "; no effect larger than " + floor + " could be seen"
 	}
-	if x.spec.Calibrate {
-		flagged, total := significantRows(summary)
+	if spec.Calibrate {
+		flagged, total := significantRows(st.Summary)
 		msg = fmt.Sprintf("calibration (A/A, the toggle was never switched): %s; %d of %d comparisons looked significant from noise alone (about 1 in 20 is expected)", msg, flagged, total)
 	}
-	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded, fmt.Sprintf("%s; Deployment %s restored", msg, x.spec.Target.Deployment))
+	return msg
 }
 
 // noiseFloor states, per resource metric, the largest minimum detectable

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -196,8 +197,25 @@ func TestInterleavedProfilingMatchesTheAppsGroundTruth(t *testing.T) {
 	aaRow := doneAA.Status.Summary[0]
 	t.Logf("A/A: verdict %s, CPU %s, memory %s; wall %s", doneAA.Status.Verdict, describeRow(aaRow.CPU), describeRow(aaRow.Memory),
 		doneAA.Status.CompletionTime.Sub(doneAA.Status.StartTime.Time).Round(time.Second))
-	if doneAA.Status.Verdict != perfv1.VerdictNoEffect || aaRow.CPU == nil || aaRow.CPU.MDE == nil {
-		t.Errorf("A/A: verdict %s, CPU %+v: want NoEffect with a noise floor", doneAA.Status.Verdict, aaRow.CPU)
+	// NoEffect with a noise floor. A 95 % interval calls pure noise
+	// significant in 1 run of 20 by design (make bench-design measures the
+	// rate): such a run may end Pass, but only with an effect far too small to
+	// be anything (under 2 %); a larger one would be a broken design.
+	if aaRow.CPU == nil || aaRow.CPU.MDE == nil || aaRow.Memory == nil || aaRow.Memory.MDE == nil {
+		t.Errorf("A/A: CPU %+v, memory %+v: want both with a noise floor (MDE)", aaRow.CPU, aaRow.Memory)
+	} else if doneAA.Status.Verdict != perfv1.VerdictNoEffect {
+		for name, c := range map[string]*perfv1.MetricComparison{"CPU": aaRow.CPU, "memory": aaRow.Memory} {
+			if c.Significant && math.Abs(c.Overhead) >= 0.02 {
+				t.Errorf("A/A: verdict %s: %s %s from noise alone", doneAA.Status.Verdict, name, describeRow(c))
+			}
+		}
+		t.Logf("A/A: verdict %s: noise alone looked significant (expected in 1 run of 20), within 2 %%", doneAA.Status.Verdict)
+	}
+	if c := meta.FindStatusCondition(doneAA.Status.Conditions, perfv1.ConditionComplete); c == nil ||
+		!strings.Contains(c.Message, "calibration (A/A") || !strings.Contains(c.Message, "no effect larger than CPU ±") {
+		t.Errorf("A/A: the Complete condition does not state the noise floor: %+v", c)
+	} else {
+		t.Logf("A/A: %s", c.Message)
 	}
 	assertTargetRestored(t, nsRun, toy, before)
 	for _, ns := range []string{nsRun, nsAA} {
