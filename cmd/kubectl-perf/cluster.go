@@ -57,6 +57,19 @@ func (f *clusterFlags) client() (client.Client, string, error) {
 	return c, ns, nil
 }
 
+// experiment reads the named PerfExperiment from the flags' namespace.
+func (f *clusterFlags) experiment(name string) (*perfv1.PerfExperiment, error) {
+	c, ns, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	exp := &perfv1.PerfExperiment{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, exp); err != nil {
+		return nil, objectError(ns, name, err)
+	}
+	return exp, nil
+}
+
 // pluginScheme knows PerfExperiments.
 func pluginScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()

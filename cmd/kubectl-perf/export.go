@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
@@ -44,13 +42,9 @@ keeps no timestamp per point: the i-th point of a window is placed at its start 
 			if samples == "" && trace == "" {
 				return errors.New("nothing to export: give --samples FILE.csv, --trace FILE.csv or both")
 			}
-			c, ns, err := flags.client()
+			exp, err := flags.experiment(args[0])
 			if err != nil {
 				return err
-			}
-			exp := &perfv1.PerfExperiment{}
-			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: args[0]}, exp); err != nil {
-				return objectError(ns, args[0], err)
 			}
 			out := cmd.OutOrStdout()
 			if samples != "" {

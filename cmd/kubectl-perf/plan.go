@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/analysis"
@@ -58,13 +56,9 @@ falls as 1/√length, that of an interleaved stage as (t(R−1,97.5%) + t(R−1,
 			if set > 1 {
 				return errors.New("set at most one of --effect, --window and --rounds")
 			}
-			c, ns, err := flags.client()
+			exp, err := flags.experiment(args[0])
 			if err != nil {
 				return err
-			}
-			exp := &perfv1.PerfExperiment{}
-			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: args[0]}, exp); err != nil {
-				return objectError(ns, args[0], err)
 			}
 			return writePlan(cmd.OutOrStdout(), exp, o)
 		},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
@@ -70,15 +68,12 @@ target's totals over its pods, as the status keeps them.
 					return fmt.Errorf("-o must be table, json, yaml or jsonpath=TEMPLATE: %w", err)
 				}
 			}
-			c, ns, err := flags.client()
+			name := args[0]
+			exp, err := flags.experiment(name)
 			if err != nil {
 				return err
 			}
-			name := args[0]
-			exp := &perfv1.PerfExperiment{}
-			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, exp); err != nil {
-				return objectError(ns, name, err)
-			}
+			ns := exp.Namespace
 			st := exp.Status
 			if len(st.Summary) == 0 && len(st.Windows) == 0 && st.Abort == nil {
 				phase := st.Phase
