@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
-	"perfexp.dev/perf-operator/internal/k6"
+	"perfexp.dev/perf-operator/internal/testenv"
 )
 
 // cluster plays, in envtest, the parts of Kubernetes that envtest does not run:
@@ -143,7 +143,7 @@ func (c *cluster) runJob(job *batchv1.Job) {
 	end := metav1.NewTime(started.StartedAt.Add(dur))
 	pod.Status.Phase = corev1.PodSucceeded
 	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		StartedAt: started.StartedAt, FinishedAt: end, Message: resultMessage(job.Name, qps, dur, started.StartedAt.Time)}}
+		StartedAt: started.StartedAt, FinishedAt: end, Message: testenv.K6Result(job.Name, qps, dur, started.StartedAt.Time)}}
 	if err := k8s.Status().Update(ctx, pod); err != nil {
 		c.t.Fatal(err)
 	}
@@ -194,35 +194,9 @@ func templateJSON(t *testing.T, ns, name string) string {
 
 // windowOf reads a k6 Job's window from the env the operator gave its pods.
 func windowOf(t *testing.T, job *batchv1.Job) (int32, time.Duration) {
-	var qps int32
-	var dur time.Duration
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		switch e.Name {
-		case k6.EnvQPS:
-			n, err := strconv.Atoi(e.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			qps = int32(n)
-		case k6.EnvDuration:
-			d, err := time.ParseDuration(e.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dur = d
-		}
-	}
+	qps, dur := testenv.K6Window(job)
 	if qps == 0 || dur == 0 {
 		t.Fatalf("Job %s has no window env", job.Name)
 	}
 	return qps, dur
-}
-
-// resultMessage is what run.js leaves in a one-pod window's termination message
-// when the target kept up: every arrival served, none failed, none dropped.
-func resultMessage(name string, qps int32, dur time.Duration, start time.Time) string {
-	n := int64(float64(qps) * dur.Seconds())
-	return fmt.Sprintf(`{"v":1,"window":%q,"index":0,"pods":1,"qps":%d,"rate":%d,"startMs":%d,"durationMs":%d,`+
-		`"requests":%d,"iterations":%d,"failures":0,"dropped":0,"p50":2.1,"p95":4.8,"p99":9.5,"max":31.2}`,
-		name, qps, qps, start.UnixMilli(), dur.Milliseconds(), n, n)
 }
