@@ -31,35 +31,27 @@ type slot struct {
 // interleavingSchedule draws every stage's round orders from the seed: abba
 // alternates AB and BA from a seeded first round, random draws each round.
 func interleavingSchedule(exp *perfv1.PerfExperiment) *perfv1.InterleavingStatus {
-	spec := &exp.Spec
-	seed := int64(0)
-	order := perfv1.DefaultOrder
-	if il := spec.Interleaving; il != nil {
-		if il.Seed != nil {
-			seed = *il.Seed
-		}
-		if il.Order != "" {
-			order = il.Order
-		}
-	}
-	if spec.Interleaving == nil || spec.Interleaving.Seed == nil {
+	spec, il := &exp.Spec, exp.Spec.Interleaving
+	var seed int64
+	if il != nil && il.Seed != nil {
+		seed = *il.Seed
+	} else {
 		h := fnv.New64a()
 		h.Write([]byte(exp.Namespace + "/" + exp.Name + "/" + string(exp.UID)))
 		seed = int64(h.Sum64() >> 1)
+	}
+	order := perfv1.DefaultOrder
+	if il != nil && il.Order != "" {
+		order = il.Order
 	}
 	st := &perfv1.InterleavingStatus{Seed: seed}
 	for s := range spec.Stages {
 		r := rand.New(rand.NewPCG(uint64(seed), uint64(s)))
 		first := r.IntN(2) == 0
 		for k := range spec.RoundsPerStage() {
-			ab := first
-			switch order {
-			case perfv1.OrderRandom:
-				if k > 0 {
-					ab = r.IntN(2) == 0
-				}
-			default:
-				ab = first == (k%2 == 0)
+			ab := first == (k%2 == 0) // abba: alternate from the seeded first round
+			if order == perfv1.OrderRandom && k > 0 {
+				ab = r.IntN(2) == 0
 			}
 			o := "BA"
 			if ab {
@@ -101,8 +93,8 @@ func (x *decider) slots(stage int32, anchor time.Time) []slot {
 // settleSlack so that the load never stops before the last sub-window closes.
 func (x *decider) roundsWindow(stage int32) k6.Window {
 	var d time.Duration
-	for _, s := range x.slots(stage, time.Time{}) {
-		d = s.end.Sub(time.Time{})
+	if slots := x.slots(stage, time.Time{}); len(slots) > 0 {
+		d = slots[len(slots)-1].end.Sub(time.Time{})
 	}
 	return k6.Window{Stage: stage, Variant: perfv1.VariantRounds, QPS: x.spec.Stages[stage].QPS, Duration: d + settleSlack}
 }

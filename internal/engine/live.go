@@ -59,15 +59,7 @@ type liveCounts struct {
 // dropped iterations, flag the window at once. The window's numbers still come
 // from its Job's final result. It returns false when it ended the run.
 func (x *decider) judgeLive() bool {
-	byJob := map[string]*liveCounts{}
-	for _, l := range x.obs.Live {
-		c := byJob[l.Job]
-		if c == nil {
-			c = &liveCounts{}
-			byJob[l.Job] = c
-		}
-		c.add(l)
-	}
+	byJob := x.liveByJob()
 	names := make([]string, 0, len(byJob))
 	for n := range byJob {
 		names = append(names, n)
@@ -214,15 +206,23 @@ func clock(t time.Time) string { return t.UTC().Format("15:04:05") }
 // end but before this decision switches the toggle for the next slot, so the
 // requests they add were served in the sub-window's arm.
 func (x *decider) liveAtClose(rec *perfv1.WindowStatus) {
-	c := &liveCounts{}
-	for _, l := range x.obs.Live {
-		if l.Job == rec.Job {
-			c.add(l)
-		}
-	}
-	if c.pods > 0 && rec.LiveStart != nil {
+	if c := x.liveByJob()[rec.Job]; c != nil && rec.LiveStart != nil {
 		x.liveSnapshot(rec, c)
 	}
+}
+
+// liveByJob sums this decision's live readings by load Job.
+func (x *decider) liveByJob() map[string]*liveCounts {
+	byJob := map[string]*liveCounts{}
+	for _, l := range x.obs.Live {
+		c := byJob[l.Job]
+		if c == nil {
+			c = &liveCounts{}
+			byJob[l.Job] = c
+		}
+		c.add(l)
+	}
+	return byJob
 }
 
 // liveSnapshot keeps an interleaved sub-window's first and last complete

@@ -79,9 +79,11 @@ func (x *decider) measureSamples() bool {
 	// The open window's start is known from its Job before its first sample is
 	// placed; otherwise samples taken after the start but folded in before it
 	// was recorded would be dropped.
-	w := x.openMeasured()
+	var w *perfv1.WindowStatus
 	if x.spec.Interleaved() {
 		w = x.roundsRecord(x.stage())
+	} else {
+		w = x.openMeasured()
 	}
 	if w != nil && w.Start == nil && w.End == nil {
 		if job := x.obs.Jobs[w.Job]; job != nil && job.Started != nil {

@@ -171,7 +171,7 @@ func interleaved(rounds int, sub, settle time.Duration) design {
 }
 
 func short(d time.Duration) string {
-	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "m0") + ""
+	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "m0")
 }
 
 // tally is a design's outcome over trials in one cell.
