@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"math"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,34 +51,12 @@ type toyCounters struct{ cpuOn, cpuOff, reqOn, reqOff float64 }
 func groundTruth(t *testing.T, ns string) toyCounters {
 	t.Helper()
 	var g toyCounters
-	c := http.Client{Timeout: 5 * time.Second}
 	for _, p := range podsOf(t, ns, toy) {
-		resp, err := c.Get(fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
-		if err != nil {
-			t.Fatalf("pod %s metrics: %v", p.Name, err)
-		}
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) != 2 {
-				continue
-			}
-			v, err := strconv.ParseFloat(f[1], 64)
-			if err != nil {
-				continue
-			}
-			switch f[0] {
-			case `toy_profiling_process_cpu_seconds_total{profiling="on"}`:
-				g.cpuOn += v
-			case `toy_profiling_process_cpu_seconds_total{profiling="off"}`:
-				g.cpuOff += v
-			case `toy_profiling_requests_total{profiling="on"}`:
-				g.reqOn += v
-			case `toy_profiling_requests_total{profiling="off"}`:
-				g.reqOff += v
-			}
-		}
-		resp.Body.Close()
+		m := toyMetrics(t, p)
+		g.cpuOn += m[`toy_profiling_process_cpu_seconds_total{profiling="on"}`]
+		g.cpuOff += m[`toy_profiling_process_cpu_seconds_total{profiling="off"}`]
+		g.reqOn += m[`toy_profiling_requests_total{profiling="on"}`]
+		g.reqOff += m[`toy_profiling_requests_total{profiling="off"}`]
 	}
 	return g
 }

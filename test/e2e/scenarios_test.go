@@ -238,6 +238,13 @@ func TestOperatorKilledThenExperimentDeletedMidRun(t *testing.T) {
 // to a state (toy_switch_requests_total).
 func switchRequests(t *testing.T, pod corev1.Pod, name, to string) int {
 	t.Helper()
+	return int(toyMetrics(t, pod)[fmt.Sprintf(`toy_switch_requests_total{switch=%q,to=%q}`, name, to)])
+}
+
+// toyMetrics reads a toy pod's /metrics: each sample's value by its name with
+// labels, as the exposition writes it.
+func toyMetrics(t *testing.T, pod corev1.Pod) map[string]float64 {
+	t.Helper()
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(fmt.Sprintf("http://%s:8080/metrics", pod.Status.PodIP))
 	if err != nil {
@@ -245,17 +252,19 @@ func switchRequests(t *testing.T, pod corev1.Pod, name, to string) int {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	prefix := fmt.Sprintf(`toy_switch_requests_total{switch=%q,to=%q} `, name, to)
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("pod %s: %q: %v", pod.Name, line, err)
-			}
-			return int(n)
+		f := strings.Fields(line)
+		if len(f) != 2 || strings.HasPrefix(line, "#") {
+			continue
 		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			t.Fatalf("pod %s: %q: %v", pod.Name, line, err)
+		}
+		out[f[0]] = v
 	}
-	return 0
+	return out
 }
 
 // killOperator kills the operator's process with SIGKILL — a crash, with
