@@ -38,6 +38,9 @@ func growthMessage(pod, series string, v verdict, cfg Config, current, limitByte
 	case evidenceRamp:
 		fmt.Fprintf(&b, " (rising steadily: %s, %s above its usual %s: %s noise σ)", formatBytes(v.floorNow),
 			formatBytes(v.floorNow-v.floorRef), formatBytes(v.floorRef), formatSigmas(v.sigmas))
+	case evidenceRise:
+		fmt.Fprintf(&b, " (%s after GC %s, %s above its usual %s and rising at every GC: %s noise σ)", what, formatBytes(v.floorNow),
+			formatBytes(v.floorNow-v.floorRef), formatBytes(v.floorRef), formatSigmas(v.sigmas))
 	case evidenceTrend:
 		fmt.Fprintf(&b, " (%s after GC rising)", what)
 	}

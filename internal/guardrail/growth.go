@@ -13,14 +13,19 @@ import "math"
 // teeth's slope alone cannot tell a leak from a toggle that only allocates more
 // (a profiler): both steepen the teeth, only the leak lifts the floor.
 //
-// Three pieces of evidence, evaluated on every new point; any one is a breach
+// Four pieces of evidence, evaluated on every new point; any one is a breach
 // and the caller aborts after ConsecutiveBreaches breaches in a row:
 //
 //  1. Jump (fast, two GC cycles; jump.go): the newest floor is far above the
 //     band of the pod's own earlier floors and the newest teeth are steeper.
 //  2. Ramp (fast, for series without a sawtooth, such as a Go working set):
 //     the last six to ten points rise steadily, well beyond the noise.
-//  3. Floor trend (slow, six GC cycles or more): the heap after each GC (the
+//  3. Rise (three to five GC cycles; rise.go): with every floor sampled at the
+//     same phase of its cycle, the floor climbed out of its band and kept
+//     climbing by about the same amount at every GC, more often than one
+//     cache fill can make it — what decides at 2–3 % noise, where the teeth
+//     are too noisy for the jump.
+//  4. Floor trend (slow, six GC cycles or more): the heap after each GC (the
 //     first sample of each cycle; for a series without GC drops, the median of
 //     every four samples) must rise: Theil–Sen and Mann–Kendall over the last
 //     6, 9, 12 … floors, and from each third of them to the next by more than the
@@ -95,6 +100,7 @@ const (
 	evidenceJump evidence = iota + 1
 	evidenceRamp
 	evidenceTrend
+	evidenceRise
 )
 
 // reference summarises the within-cycle slopes (bytes per second) of a stretch of
@@ -121,16 +127,30 @@ type reference struct {
 func (w *workspace) assess(t, y []float64, theta float64) verdict {
 	w.clean(t, y)
 	n := len(w.cy)
-	// More than one point in ten "spikes" is not a clean series with rare bad
-	// scrapes but one the rule does not model, such as a sawtooth sampled too
-	// slowly (alternating high and low): no verdict rather than a guess.
-	if n < minFloors || 10*(len(y)-n) > len(y) {
+	if n < minFloors {
 		return verdict{}
+	}
+	// More than one point in ten "spikes" is not a clean series with rare bad
+	// scrapes but a sawtooth sampled too slowly for its teeth: GC every few
+	// seconds at a 10–15 s interval (a small heap), or every 20–30 s, leaves
+	// points at unrelated phases of their cycles, alternating high and low.
+	// Its lower envelope is the heap after GC, give or take part of a cycle's
+	// allocation: it is judged as a series without GCs would be, by the ramp.
+	if 10*(len(y)-n) > len(y) {
+		// Only the ramp: the envelope's phase scatter is not the noise the
+		// floor trend's margins are made of.
+		w.envelope(t, y)
+		w.segment(w.spacing())
+		v, _ := w.rampEvidence(theta)
+		return v
 	}
 	spacing := w.spacing()
 	sawtooth := w.segment(spacing) >= 2
 	if sawtooth {
 		if v, ok := w.jumpEvidence(spacing, theta); ok {
+			return v
+		}
+		if v, ok := w.riseEvidence(spacing, theta); ok {
 			return v
 		}
 	} else if v, ok := w.rampEvidence(theta); ok {
@@ -140,6 +160,21 @@ func (w *workspace) assess(t, y []float64, theta float64) verdict {
 		return verdict{breach: true, slope: s, kind: evidenceTrend}
 	}
 	return verdict{}
+}
+
+// envelope copies the lower envelope of the history into ct, cy: the least
+// of each point and the one before it (the first point alone), at the later
+// point's time. Two points of a sawtooth sampled at unrelated phases miss the
+// bottom of their cycles by less than one point does.
+func (w *workspace) envelope(t, y []float64) {
+	w.ct, w.cy = w.ct[:0], w.cy[:0]
+	for i := range y {
+		v := y[i]
+		if i > 0 {
+			v = math.Min(v, y[i-1])
+		}
+		w.ct, w.cy = append(w.ct, t[i]), append(w.cy, v)
+	}
 }
 
 func isDrop(before, after float64) bool { return after < before*(1-dropFrac) }

@@ -29,7 +29,14 @@ import "math"
 //     slope, and its rise is one abnormally big step, which is left out;
 //   - the floor's rise is no larger than what the faster teeth can explain
 //     since the reference: a step of gigabytes with slightly faster teeth is
-//     a step.
+//     a step;
+//   - once the newest cycle has steps of its own, they carry part of the
+//     extra slope too: a leak steepens every tooth, a cache filled over the
+//     previous cycle only that one;
+//   - the band's top is at least the highest of the newest reference floors:
+//     after a step or a fill inside the reference, the floor sits at its new
+//     level, which the band of all the floors (and its physical bound) puts
+//     lower.
 //
 // Leaks that retain only at GC (the teeth keep their slope), slow leaks and
 // pods without enough history are left to the floor trend (growth.go).
@@ -54,6 +61,14 @@ const (
 	// the teeth by 20 %; allocation varies by a few percent from cycle to
 	// cycle. Slower leaks are left to the floor trend.
 	relMin = 0.15
+	// recentFloors: the band's top is at least the highest of the newest three
+	// reference floors.
+	recentFloors = 3
+	// curShare: the newest cycle's own steps must show about a third of the
+	// extra slope (their median; one or two steps are noisy). Half cost the
+	// seed story at 1 % noise 25 s at p95; a quarter let a heavy-tailed
+	// cache fill through (test/bench/guardrail).
+	curShare = 0.35
 	// consistency: the floor may have risen at most as much as the teeth's
 	// extra slope explains since the newest reference floor: a step of a
 	// gigabyte with slightly faster teeth is a step.
@@ -146,7 +161,16 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	extra := hodgesLehmann(steps, w.a) - ref.rate
 	cur := th[k]
 	y, t := w.cy[cur.lo], w.ct[cur.lo]
+	// The newest reference floors bound the band from below: after a step or
+	// a cache fill inside the reference the pod's floor sits at its new level,
+	// which the band of all the floors (and its physical bound) can put
+	// lower.
+	recent := 0.0
+	for _, v := range fy[max(0, len(fy)-recentFloors):] {
+		recent = math.Max(recent, v)
+	}
 	m, top := band(fy, (ref.rate+2*ref.chunkSD)*cur.gap)
+	top = math.Max(top, recent)
 	// A metrics source without noise (a synthetic one) still has the KiB
 	// resolution of the history and real ones some rounding: 0.1 % of the
 	// floor is the least noise assumed.
@@ -164,6 +188,12 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 		return verdict{}, false
 	}
 	if !(extra > teethSigmas*teethNoise && extra > theta && extra > relMin*ref.rate) || excess > consistency*extra*(t-newest) {
+		return verdict{}, false
+	}
+	// Once the newest cycle has steps of its own, they must carry part of the
+	// extra slope too: a leak steepens every tooth, while a cache filled over
+	// the previous cycle steepened that one only and left the floor raised.
+	if cur := w.steps(cur.lo, len(w.cy), -1, ref.rate); len(cur) > 0 && !(median(cur)-ref.rate > curShare*extra) {
 		return verdict{}, false
 	}
 	return verdict{breach: true, slope: extra, kind: evidenceJump, floorNow: y, floorRef: m, sigmas: (y - m) / sigma}, true

@@ -1,0 +1,160 @@
+package guardrail
+
+import "math"
+
+// The intermediate evidence: the floor rose at every one of the newest GCs.
+//
+// The jump (jump.go) needs the teeth to be measurably steeper within two
+// cycles, which per-sample noise of 2–3 % hides; the floor trend (growth.go)
+// needs six floors and a rank test. Between them: when the pod's floors sit in a
+// tight band (the GC period is a multiple of the sampling interval, so every
+// floor is sampled at the same phase of its cycle, and the noise is what
+// spreads them), a leak shows as a floor that climbs out of the band and goes on
+// climbing, by about the same amount, at every GC — while a healthy floor moves
+// once (a step), or over a single ramp that a cache fill of up to a minute
+// spans. The evidence asks for:
+//   - riseCount(P) rises in a row of consecutive floors (no GC cycle missed or
+//     merged), each above the band's width plus riseSigmas standard deviations
+//     of the noise at the new floor's level: a cache filled over up to
+//     fillRamp seconds moves at most ⌈fillRamp/P⌉+1 floors, so one rise more
+//     than that cannot come from one fill;
+//   - the rises alike: every one after the first (which may be part of a
+//     cycle) at least riseRatio of the largest — a fill split over two GCs,
+//     or a step with noise on top, gives one big rise and small ones;
+//   - the floors' rate over the window above the growth limit (a wandering
+//     live set is slower).
+//
+// When the floors spread over the sampling phase (periods that drift against
+// the interval), the band is taken as one interval's allocation wide, and a
+// leak's rise per cycle is often no larger: the evidence then rarely fires, and
+// the jump and the trend decide, as before. test/bench/guardrail measures it:
+// with GC exactly every 60 s and 15 s samples, p95 from onset to abort at 2 %
+// noise went from 455 to 265 s, at 3 % from 644 to 501 s, with no false abort
+// of its own in 11,000 healthy pod-hours per noise level.
+const (
+	// riseSigmas: each rise must clear the band's width by one standard
+	// deviation of the difference of two floors' noise at the new floor's
+	// level (the band's width holds the noise at its own level already; the
+	// noise grows with the level).
+	riseSigmas = 1
+	// riseRatio: the newest two rises differ by at most a factor of two.
+	riseRatio = 0.5
+	// fillRamp is the longest cache fill (seconds) the evidence must not take
+	// for a leak.
+	fillRamp = 60
+	// maxRises bounds the rises asked for (GC every 10 s or faster).
+	maxRises = 8
+)
+
+// riseCount is how many rises in a row the evidence needs at a GC period of
+// p seconds: one more than a cache fill of fillRamp seconds can cause.
+func riseCount(p float64) int {
+	return min(maxRises, int(math.Ceil(fillRamp/p))+2)
+}
+
+// riseEvidence tests the newest floors. It uses the teeth jumpEvidence found.
+func (w *workspace) riseEvidence(spacing, theta float64) (verdict, bool) {
+	th := w.th
+	// The floors and their times, newest last; a tooth without a floor (a gap,
+	// a missed sample at the GC) breaks the run of consecutive floors.
+	ft, fy := w.ft[:0], w.fy[:0]
+	run := 0
+	for _, x := range th {
+		if !x.floor {
+			run = 0
+			continue
+		}
+		ft, fy = append(ft, w.ct[x.lo]), append(fy, w.cy[x.lo])
+		run++
+	}
+	w.ft, w.fy = ft, fy
+	if len(fy) < minRefTeeth+3 || run < 4 {
+		return verdict{}, false
+	}
+	// The GC period: the median time between consecutive floors.
+	d := w.d[:0]
+	for i := 1; i < len(ft); i++ {
+		d = append(d, ft[i]-ft[i-1])
+	}
+	period := median(d)
+	need := riseCount(period)
+	if run < need+1 || len(fy)-need-1 < minRefTeeth {
+		return verdict{}, false
+	}
+	win := len(fy) - need - 1 // the window's first floor, the last of the reference
+	ref := append(w.c[:0], fy[:win]...)
+	m := median(ref)
+	// The band's width: the reference floors' range, widened to what the range
+	// of a uniform spread is when n draws show (n-1)/(n+1) of it. An odd floor
+	// widens it, which only makes the evidence more careful.
+	k := float64(len(ref))
+	lowest, top := nth(ref, 0), nth(ref, len(ref)-1)
+	width := (top - lowest) * (k + 1) / (k - 1)
+	r := w.reference(0, th[len(th)-1].lo)
+	// Floors sampled at drifting phases spread over up to one interval's
+	// allocation, and a dozen of them can show much less of that spread by
+	// chance. The phase stays put only when every GC cycle lasts the same
+	// whole number of intervals (the GC period is a multiple of the interval):
+	// otherwise the band is taken as wide as the phase can make it.
+	if !sameCycles(ft, period, spacing) {
+		width = math.Max(width, r.rate*spacing)
+	}
+	// Noise relative to the level: the floors' noise where the band is,
+	// scaled to each floor's level.
+	relNoise := math.Max(w.relNoise(0, th[len(th)-1].lo, spacing), minNoise)
+	for i := win + 1; i < len(fy); i++ {
+		rise := fy[i] - fy[i-1]
+		if !(rise > width+riseSigmas*math.Sqrt2*relNoise*fy[i]) || ft[i]-ft[i-1] > 1.5*period {
+			return verdict{}, false
+		}
+	}
+	// A leak adds about the same at every GC (the first rise may be part of a
+	// cycle); one fill of a cache, or a step with noise on top, does not.
+	least, most := math.Inf(1), 0.0
+	for i := win + 2; i < len(fy); i++ {
+		least = math.Min(least, fy[i]-fy[i-1])
+	}
+	for i := win + 1; i < len(fy); i++ {
+		most = math.Max(most, fy[i]-fy[i-1])
+	}
+	if least < riseRatio*most {
+		return verdict{}, false
+	}
+	n := len(fy)
+	rate := (fy[n-1] - fy[win]) / (ft[n-1] - ft[win])
+	if !(rate > theta) {
+		return verdict{}, false
+	}
+	sigma := relNoise * m
+	return verdict{breach: true, slope: rate, kind: evidenceRise, floorNow: fy[n-1], floorRef: m, sigmas: (fy[n-1] - m) / sigma}, true
+}
+
+// relNoise is the noise of single points relative to their level, from the
+// points [lo, hi): the second differences of three points in one GC cycle,
+// each relative to its middle point's level. A tooth is a straight line, so
+// they are noise alone, √6 standard deviations of one point's.
+func (w *workspace) relNoise(lo, hi int, spacing float64) float64 {
+	d := w.b[:0]
+	for i := lo + 1; i+1 < hi; i++ {
+		if w.block[i-1] != w.block[i] || w.block[i] != w.block[i+1] {
+			continue
+		}
+		s1 := (w.cy[i] - w.cy[i-1]) / (w.ct[i] - w.ct[i-1])
+		s2 := (w.cy[i+1] - w.cy[i]) / (w.ct[i+1] - w.ct[i])
+		d = append(d, math.Abs(s2-s1)*spacing/w.cy[i])
+	}
+	w.b = d
+	return 1.4826 * median(d) / math.Sqrt(6)
+}
+
+// sameCycles reports whether the floors come at the same period every cycle,
+// to within a quarter interval (scrape jitter): the sampling phase of every
+// floor is then the same.
+func sameCycles(ft []float64, period, spacing float64) bool {
+	for i := 1; i < len(ft); i++ {
+		if math.Abs(ft[i]-ft[i-1]-period) > spacing/4 {
+			return false
+		}
+	}
+	return true
+}
