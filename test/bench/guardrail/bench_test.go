@@ -43,7 +43,8 @@ func TestSeedStory(t *testing.T) {
 	// What holds (README, "Measurement, guardrails and analysis"): every leak
 	// is aborted within 20 minutes; with GC aliased with the samples the bar
 	// (135 s at p95) is met at 0.3 % noise; up to 1 % noise p95 stays within
-	// 200 s. The bar is missed at 1 % with drifting GC periods and from 2 % on.
+	// 200 s, and with GC aliased up to 2 % within 300 s. The bar is missed at
+	// 1 % with drifting GC periods and from 2 % on.
 	for _, l := range cells {
 		if l.wrong > 0 || l.missed() > 0 {
 			t.Errorf("%s: %d aborts named a pod that does not leak, %d leaks not aborted", l.c, l.wrong, l.missed())
@@ -52,6 +53,9 @@ func TestSeedStory(t *testing.T) {
 			t.Errorf("%s: p95 %.0f s, bar %.0f s", l.c, p95, l.c.bar())
 		} else if l.c.noise <= 0.01 && p95 > 200 {
 			t.Errorf("%s: p95 %.0f s, more than 200 s", l.c, p95)
+		} else if l.c.aliased && l.c.noise <= 0.02 && p95 > 300 {
+			// The floor's rise at every GC (rise.go); the trend alone took 430–460 s.
+			t.Errorf("%s: p95 %.0f s, more than 300 s", l.c, p95)
 		}
 	}
 }
