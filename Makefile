@@ -22,9 +22,10 @@ test: tools prometheus verify-generated vet
 ## hack/local.sh up and down itself; E2E_KUBECONFIG uses an existing cluster instead,
 ## E2E_KEEP=1 leaves the local one running.
 ## It builds the JVM sample app's image first (hack/image.sh jvm: debootstrap, apt,
-## Maven; the other images come with hack/local.sh up). The JVM death spiral and GC
-## choice (about 11 minutes) measure stories the toy app's scenarios already check
-## as mechanisms; they run in make e2e-jvm, so CI stays within its time.
+## Maven; the other images come with hack/local.sh up). The JVM death spirals (one
+## with its heap from a real Prometheus) and GC choice (about 25 minutes) measure
+## stories the toy app's scenarios already check as mechanisms; they run in make
+## e2e-jvm, so CI stays within its time.
 e2e:
 	hack/image.sh jvm
 	go test -tags e2e -count=1 -timeout 80m -v -skip 'TestJVMDeathSpiral|TestJVMGCChoice' ./test/e2e

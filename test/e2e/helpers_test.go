@@ -274,10 +274,11 @@ func assertNoRestarts(t *testing.T, ns string, a app) {
 // switched on under load) to its end and checks the guardrail stopped it in
 // time: aborted by HeapGrowth or MemoryLimit, the peak working set per pod well
 // below the 512 MiB limit of examples/local (the series sum both replicas), no
-// restart, the switch off in every pod, the target restored, no Job left.
-func assertSpiralStopped(t *testing.T, ns string, a app, before string, exp *perfv1.PerfExperiment) {
+// restart, the switch off in every pod, the target restored, no Job left. It
+// returns the ended experiment.
+func assertSpiralStopped(t *testing.T, ns string, a app, before string, exp *perfv1.PerfExperiment) *perfv1.PerfExperiment {
 	t.Helper()
-	done := runUntil(t, client.ObjectKeyFromObject(exp), 15*time.Minute, "the guardrail to abort", terminal)
+	done := runUntil(t, client.ObjectKeyFromObject(exp), 20*time.Minute, "the guardrail to abort", terminal)
 	if done.Status.Phase != perfv1.PhaseAborted || done.Status.Abort == nil {
 		t.Fatalf("phase %s, abort %+v; want Aborted by a heap guardrail", done.Status.Phase, done.Status.Abort)
 	}
@@ -316,6 +317,7 @@ func assertSpiralStopped(t *testing.T, ns string, a app, before string, exp *per
 	}
 	assertTargetRestored(t, ns, a, before)
 	assertNoJobs(t, ns)
+	return done
 }
 
 // dumpNamespace logs what a failed test left, for the CI log: experiment
