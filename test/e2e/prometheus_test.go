@@ -25,26 +25,26 @@ import (
 // the machine.
 const nodeIP = "10.244.0.1"
 
-// startPrometheus runs a real Prometheus (hack/prometheus.sh installs Debian's
-// package when it is missing) on the node's bridge address, scraping every 5 s
-// the JVM app's pods (/metrics on the admin port 8081, labelled with their namespace, pod and container
-// the way kube-prometheus-stack's pod monitors label them) and the kubelet's
-// resource metrics (/metrics/resource: container_cpu_usage_seconds_total and
-// container_memory_working_set_bytes per container, the names of the operator's
-// default queries) with the cluster admin's client certificate, as
-// kube-prometheus-stack's kubelet ServiceMonitor does with its token. Its cAdvisor
-// endpoint would not do here: cAdvisor does not find the local cluster's
-// containerd (its socket is not at the default path), so it labels only pod
-// cgroups, without containers. It returns
-// the URL the operator in the cluster queries. The server is stopped at cleanup.
+// startPrometheus runs a real Prometheus (testenv.PrometheusBinaries: Debian's
+// package, installed by hack/prometheus.sh when missing) on the node's bridge
+// address, scraping every 5 s the JVM app's pods (/metrics on the admin port
+// 8081, labelled with their namespace, pod and container the way
+// kube-prometheus-stack's pod monitors label them) and the kubelet's resource
+// metrics (/metrics/resource: container_cpu_usage_seconds_total and
+// container_memory_working_set_bytes per container, the names of the
+// operator's default queries) with the cluster admin's client certificate, as
+// kube-prometheus-stack's kubelet ServiceMonitor does with its token. The
+// kubelet's cAdvisor endpoint would not do here: cAdvisor does not find the
+// local cluster's containerd (its socket is not at the default path), so it
+// labels pod cgroups only, without containers. It returns the URL the operator
+// in the cluster queries; the server is stopped at cleanup.
 func startPrometheus(t *testing.T, ns string, a app, container string) string {
 	t.Helper()
 	root := testenv.RepoRoot()
-	out, err := exec.Command(filepath.Join(root, "hack", "prometheus.sh")).Output()
+	bin, _, err := testenv.PrometheusBinaries(t.Logf)
 	if err != nil {
-		t.Fatalf("hack/prometheus.sh: %v", err)
+		t.Fatal(err)
 	}
-	bin := strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
 	l, err := net.Listen("tcp", nodeIP+":0")
 	if err != nil {
 		t.Fatalf("no port on the node address %s: %v", nodeIP, err)
