@@ -115,14 +115,25 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 		if r.Metrics == nil {
 			return fmt.Errorf("no metrics source configured")
 		}
-		prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
-		if err != nil {
-			return err
+		choose := func() (metrics.Provider, error) {
+			prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
+			return prov, err
 		}
 		if r.ShareMetrics {
-			prov = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
+			// Experiments with the same spec.metrics share the choice of
+			// source and their queries.
+			prov, err := r.sharedMetrics.provider(exp.Spec.Metrics, r.Clock.Now(), choose)
+			if err != nil {
+				return err
+			}
+			p.provider = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
+		} else {
+			prov, err := choose()
+			if err != nil {
+				return err
+			}
+			p.provider = prov
 		}
-		p.provider = prov
 	}
 	if s.target == nil {
 		return fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)
