@@ -28,12 +28,12 @@ import (
 // pods are those carrying the experiment label (its k6 Jobs and their pods),
 // so with a thousand experiments the caches hold their objects, not the
 // cluster's. Deployments are watched in full, one informer for two uses: the
-// targets this operator holds (labelled) are cached as served, the target of
-// every change; every other Deployment is cached as its name and labels only,
-// which is all the wake-up of a waiting experiment needs (target reads fall
-// back to the API server for it). Nothing reads managedFields, and nothing
-// reads the pod specs of k6 Jobs and pods: the transforms drop them, about a
-// third of the cached bytes at N=1000 (test/bench/scale).
+// targets this operator holds (labelled) are cached as served, since the
+// reconciler reads and updates them from the cache; every other Deployment is
+// cached as its name and labels only, which is all the wake-up of a waiting
+// experiment needs (the reconciler reads a target it does not hold from the
+// API server). Nothing reads managedFields, nor the pod specs of k6 Jobs and
+// pods: the transforms drop them.
 //
 // No transform touches what the reconciler writes back or hashes: a held
 // Deployment keeps its annotations and template (it is updated from the cached

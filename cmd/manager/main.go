@@ -206,9 +206,9 @@ func run(o options) error {
 }
 
 // defaultMemoryLimit is the manager's soft memory limit unless told otherwise:
-// the footprint it is built to stay within with a thousand running
-// experiments (docs/scale.md), below the chart's container limit (256Mi), so
-// the collector works harder before the kernel would kill the pod.
+// a little above the heap a thousand running experiments keep in use (about
+// 50 MB, docs/scale.md) and well below the chart's container limit (256Mi),
+// so the collector works harder long before the kernel would kill the pod.
 const defaultMemoryLimit = "64Mi"
 
 // setMemoryLimit applies --memory-limit unless GOMEMLIMIT is set (the runtime
