@@ -14,14 +14,11 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -150,20 +147,12 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the core client: %w", err)
 	}
-	// The experiments' events go through a broadcaster of our own that only
-	// records them to the API server. The manager's recorder also starts an
-	// events.k8s.io broadcaster this operator does not use and a logging
-	// watcher for each: five goroutines of the hundred the operator may have
-	// (test/bench/scale). Events are correlated and rate-limited the same way.
-	events := record.NewBroadcaster()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.CoreV1().Events("")})
-	defer events.Shutdown() // after mgr.Start: no reconcile emits any more
 	r := &controllers.PerfExperimentReconciler{
 		Metrics:   controllers.ClusterMetrics{MetricsServer: ms},
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    mgr.GetScheme(),
-		Recorder:  events.NewRecorder(scheme, corev1.EventSource{Component: "perf-operator"}),
+		Recorder:  mgr.GetEventRecorderFor("perf-operator"),
 		Clock:     clock.RealClock{},
 		Workers:   o.workers,
 		Allow:     controllers.AllowList{PrometheusURLs: splitList(o.allowedPrometheus), K6Images: splitList(o.allowedK6Images)},
