@@ -25,6 +25,53 @@ import (
 type sharedMetrics struct {
 	mu     sync.Mutex
 	groups map[string]*metricsGroup
+	// chosen is the provider chosen last for each spec.metrics, and when.
+	chosen map[string]chosenProvider
+}
+
+type chosenProvider struct {
+	prov metrics.Provider
+	at   time.Time
+}
+
+// provider returns the provider chosen for the same spec.metrics within the
+// last keepFor intervals, or calls choose. Choosing checks the source (source
+// auto asks Prometheus whether it answers): a thousand experiments starting
+// together made as many checks of one server. A choice is reused for a
+// while only: an experiment starting later sees the source as it is then.
+// Each experiment keeps the provider it started with for its whole run.
+func (m *sharedMetrics) provider(spec perfv1.MetricsSpec, now time.Time, choose func() (metrics.Provider, error)) (metrics.Provider, error) {
+	interval, err := spec.Interval.Parse()
+	if err != nil || interval <= 0 {
+		return choose()
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return choose()
+	}
+	key := string(b)
+	m.mu.Lock()
+	c, ok := m.chosen[key]
+	m.mu.Unlock()
+	if ok && now.Sub(c.at) < keepFor*interval {
+		return c.prov, nil
+	}
+	prov, err := choose()
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.chosen == nil {
+		m.chosen = map[string]chosenProvider{}
+	}
+	for k, c := range m.chosen { // forget the choices of specs no longer started
+		if now.Sub(c.at) >= keepFor*interval {
+			delete(m.chosen, k)
+		}
+	}
+	m.chosen[key] = chosenProvider{prov: prov, at: now}
+	return prov, nil
 }
 
 // metricsGroup is one shared query's state. sem holds one fetch at a time;

@@ -102,3 +102,36 @@ func TestSharedMetricsOneFetchServesANamespace(t *testing.T) {
 		t.Fatalf("fallback asked for %v, want only a's pod", last)
 	}
 }
+
+// Experiments with the same spec.metrics share the choice of source (source
+// auto checks that Prometheus answers) while it is recent; another spec, or
+// the same spec keepFor intervals later, chooses again.
+func TestSharedMetricsReuseTheChoiceOfSource(t *testing.T) {
+	spec := perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prom"}}
+	other := perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://other"}}
+	chosen := 0
+	choose := func() (metrics.Provider, error) { chosen++; return &countingProvider{}, nil }
+	var m sharedMetrics
+	start := time.Unix(1000, 0)
+	first, err := m.provider(spec, start, choose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := m.provider(spec, start.Add(time.Minute), choose)
+	if chosen != 1 || again != first {
+		t.Errorf("the same spec a minute later chose %d times (same provider: %v), want once", chosen, again == first)
+	}
+	if _, _ = m.provider(other, start, choose); chosen != 2 {
+		t.Errorf("another spec chose %d times in all, want 2", chosen)
+	}
+	if later, _ := m.provider(spec, start.Add(keepFor*15*time.Second), choose); chosen != 3 || later == first {
+		t.Errorf("after keepFor intervals the choice was reused (chosen %d times)", chosen)
+	}
+	failing := func() (metrics.Provider, error) { return nil, errors.New("unreachable") }
+	if _, err := m.provider(perfv1.MetricsSpec{Interval: "15s"}, start, failing); err == nil {
+		t.Error("a failed choice was not returned")
+	}
+	if _, err := m.provider(perfv1.MetricsSpec{Interval: "15s"}, start, choose); err != nil || chosen != 4 {
+		t.Errorf("a failed choice was remembered (chosen %d times, err %v)", chosen, err)
+	}
+}

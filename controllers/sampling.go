@@ -18,11 +18,18 @@ import (
 )
 
 // FlushEvery is how many samples may wait in memory before the status is
-// written. Sampling every 15 s costs one metrics call per sample; writing the
-// status and listing the target's pods once a minute keeps an experiment near
-// 0.1 API requests per second. A restart loses at most the unwritten samples,
-// and a guardrail breach is written at once.
-const FlushEvery = 4
+// written. Every status write costs a PATCH and, in the operator, encoding,
+// sending and decoding the whole experiment twice (the answer and the watch
+// event): at N=1000 the largest share of its CPU (test/bench/scale). Sampling
+// every 15 s, the status is written every two minutes, and whenever anything
+// but samples changes (a window, the toggle, a guardrail breach: at once). A
+// restart loses at most the unwritten samples.
+const FlushEvery = 8
+
+// RefreshPodsEvery is how many samples reuse the target's pod list: sampling
+// every 15 s, restarts and OOM kills are seen within a minute, and a sample
+// that misses a pod lists them again at once.
+const RefreshPodsEvery = 4
 
 // SampleTimeout bounds one metrics query, so a hanging metrics API holds a
 // worker for at most this long; the failure marks the sample missing.
@@ -93,7 +100,7 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 	p := r.samples.get(key)
 	now := obs.Now
 	if engine.SampleDue(exp, p.last, now) {
-		if p.taken%FlushEvery == 0 || p.podNames == nil || p.stale {
+		if p.taken%RefreshPodsEvery == 0 || p.podNames == nil || p.stale {
 			r.refreshPods(ctx, s, p)
 		}
 		p.stale = false
@@ -115,14 +122,25 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 		if r.Metrics == nil {
 			return fmt.Errorf("no metrics source configured")
 		}
-		prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
-		if err != nil {
-			return err
+		choose := func() (metrics.Provider, error) {
+			prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
+			return prov, err
 		}
 		if r.ShareMetrics {
-			prov = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
+			// Experiments with the same spec.metrics share the choice of
+			// source and their queries.
+			prov, err := r.sharedMetrics.provider(exp.Spec.Metrics, r.Clock.Now(), choose)
+			if err != nil {
+				return err
+			}
+			p.provider = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
+		} else {
+			prov, err := choose()
+			if err != nil {
+				return err
+			}
+			p.provider = prov
 		}
-		p.provider = prov
 	}
 	if s.target == nil {
 		return fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)

@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,21 +24,82 @@ import (
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
-// CacheOptions restricts the operator's informers to objects carrying the
-// experiment label: its k6 Jobs and their pods, and the targets it holds. With a
-// thousand experiments the caches hold their objects, not the cluster's.
+// CacheOptions restricts the operator's informers to what it reads. Jobs and
+// pods are those carrying the experiment label (its k6 Jobs and their pods),
+// so with a thousand experiments the caches hold their objects, not the
+// cluster's. Deployments are watched in full, one informer for two uses: the
+// targets this operator holds (labelled) are cached as served, since the
+// reconciler reads and updates them from the cache; every other Deployment is
+// cached as its name and labels only, which is all the wake-up of a waiting
+// experiment needs (the reconciler reads a target it does not hold from the
+// API server). Nothing reads managedFields, nor the pod specs of k6 Jobs and
+// pods: the transforms drop them.
+//
+// No transform touches what the reconciler writes back or hashes: a held
+// Deployment keeps its annotations and template (it is updated from the cached
+// copy, and its pod template is compared with the digest written beside it),
+// and experiments keep everything but managedFields (the finalizer update
+// starts from the cached copy; an omitted managedFields leaves the server's).
 func CacheOptions() cache.Options {
 	req, err := labels.NewRequirement(perfv1.LabelExperiment, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key; cannot fail
 	}
-	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
+	owned := labels.NewSelector().Add(*req)
 	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}:       owned,
-			&corev1.Pod{}:        owned,
-			&appsv1.Deployment{}: owned,
+			&batchv1.Job{}:       {Label: owned, Transform: trimJob},
+			&corev1.Pod{}:        {Label: owned, Transform: trimPod},
+			&appsv1.Deployment{}: {Transform: trimDeployment},
 		}}
+}
+
+// trimJob keeps of a k6 Job what observeJobs reads: metadata (labels, owner),
+// spec.completions and the status. The pod template (the script's command,
+// env and affinity) is dropped.
+func trimJob(in any) (any, error) {
+	j, ok := in.(*batchv1.Job)
+	if !ok {
+		return in, nil
+	}
+	j.ManagedFields = nil
+	j.Spec.Template = corev1.PodTemplateSpec{}
+	j.Spec.Selector = nil
+	return j, nil
+}
+
+// trimPod keeps of a k6 pod what observeJobs and readLive read: metadata and
+// the status (phase, address, container states with the k6 summary). The spec
+// is dropped.
+func trimPod(in any) (any, error) {
+	p, ok := in.(*corev1.Pod)
+	if !ok {
+		return in, nil
+	}
+	p.ManagedFields = nil
+	p.Spec = corev1.PodSpec{}
+	return p, nil
+}
+
+// trimDeployment keeps a Deployment this operator holds (it carries the
+// experiment label) whole but for managedFields, and any other as its
+// identity and labels: enough to wake the experiments waiting for it, and to
+// tell from the label that it is not held (the reconciler then reads it from
+// the API server).
+func trimDeployment(in any) (any, error) {
+	d, ok := in.(*appsv1.Deployment)
+	if !ok {
+		return in, nil
+	}
+	d.ManagedFields = nil
+	if _, held := d.Labels[perfv1.LabelExperiment]; held {
+		return d, nil
+	}
+	return &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: d.Name, Namespace: d.Namespace, UID: d.UID, ResourceVersion: d.ResourceVersion,
+		Generation: d.Generation, Labels: d.Labels, DeletionTimestamp: d.DeletionTimestamp,
+	}}, nil
 }
 
 // experimentIndex indexes the cached Jobs and pods by their experiment label,
@@ -57,10 +119,10 @@ func experimentOf(o client.Object) []string {
 const targetIndex = "spec.target.deployment"
 
 // SetupWithManager registers the reconciler: experiments, the Jobs they own, the
-// Jobs' pods (their start and results) and the targets they hold wake it; and a
-// metadata-only watch of Deployments wakes an experiment waiting in preflight
-// when its target appears, is released by another experiment, or finishes a
-// rollout, so a waiting experiment costs no request until its inputs change.
+// Jobs' pods (their start and results) and the targets they hold wake it; and
+// any Deployment's event wakes the experiments waiting in preflight for it
+// (it appears, is released by another experiment, or finishes a rollout), so
+// a waiting experiment costs no request until its inputs change.
 func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &perfv1.PerfExperiment{}, targetIndex, func(o client.Object) []string {
 		return []string{o.(*perfv1.PerfExperiment).Spec.Target.Deployment}
@@ -72,14 +134,14 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	byLabel := func(o client.Object) []reconcile.Request {
 		name := o.GetLabels()[perfv1.LabelExperiment]
 		if name == "" {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-	})
-	waiting := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+	}
+	waiting := func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list perfv1.PerfExperimentList
 		if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{targetIndex: o.GetName()}); err != nil {
 			return nil
@@ -91,6 +153,11 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}
 		return out
+	}
+	// One handler on the one Deployment informer: its holder, and whoever
+	// waits for it (the queue merges a request named twice).
+	targets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return append(byLabel(o), waiting(ctx, o)...)
 	})
 	workers := r.Workers
 	if workers < 1 {
@@ -99,9 +166,8 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&perfv1.PerfExperiment{}, builder.WithPredicates(notStatusOnly)).
 		Owns(&batchv1.Job{}).
-		Watches(&corev1.Pod{}, byLabel).
-		Watches(&appsv1.Deployment{}, byLabel).
-		Watches(&appsv1.Deployment{}, waiting, builder.OnlyMetadata).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) })).
+		Watches(&appsv1.Deployment{}, targets).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("perfexperiment").
 		Complete(r)

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +52,7 @@ type options struct {
 	metricsSecure     bool
 	abortAll          bool
 	abortTimeout      time.Duration
+	memoryLimit       string
 }
 
 func main() {
@@ -70,10 +73,15 @@ func main() {
 	flag.BoolVar(&o.abortAll, "abort-all", false, "Do not run the operator: set spec.abort on every experiment that has not ended (in --watch-namespaces, or all), wait until each has ended with its toggle switched back, and exit; non-zero, naming them, on those still running after --abort-timeout. The chart's pre-delete hook runs it, so an uninstall never leaves a toggle on.")
 	flag.DurationVar(&o.abortTimeout, "abort-timeout", 5*time.Minute, "How long --abort-all waits for the experiments to end.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
+	flag.StringVar(&o.memoryLimit, "memory-limit", defaultMemoryLimit, "Soft limit of the manager's Go memory (the runtime's GOMEMLIMIT), as a quantity such as 64Mi: the garbage collector runs more often near it instead of letting the heap grow to twice what is live. \"0\" sets none. The GOMEMLIMIT environment variable, when set, wins.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := setMemoryLimit(o.memoryLimit); err != nil {
+		ctrl.Log.Error(err, "--memory-limit")
+		os.Exit(2)
+	}
 
 	if err := run(o); err != nil {
 		ctrl.Log.Error(err, "manager exited with an error")
@@ -129,9 +137,15 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	ms, err := metricsclientset.NewForConfig(cfg)
+	// Every client shares the manager's HTTP client: one connection to the
+	// API server, not one (with its reader and writer goroutines) per client.
+	ms, err := metricsclientset.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("creating the metrics.k8s.io client: %w", err)
+	}
+	core, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("creating the core client: %w", err)
 	}
 	r := &controllers.PerfExperimentReconciler{
 		Metrics:   controllers.ClusterMetrics{MetricsServer: ms},
@@ -149,10 +163,6 @@ func run(o options) error {
 		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock.RealClock{}, TTL: o.authzTTL}
 	}
 	if o.execToggles {
-		core, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return fmt.Errorf("creating the core client for exec toggles: %w", err)
-		}
 		r.Exec.Executor = toggle.RemoteExecutor{Config: cfg, Client: core.CoreV1().RESTClient()}
 		if e := testExecutor(mgr.GetAPIReader()); e != nil {
 			r.Exec.Executor = e // faultinject builds only: test/crash has no kubelet to exec in
@@ -181,6 +191,28 @@ func run(o options) error {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	ctrl.Log.Info("manager stopped cleanly")
+	return nil
+}
+
+// defaultMemoryLimit is the manager's soft memory limit unless told otherwise:
+// a little above the heap a thousand running experiments keep in use (about
+// 50 MB, docs/scale.md) and well below the chart's container limit (256Mi),
+// so the collector works harder long before the kernel would kill the pod.
+const defaultMemoryLimit = "64Mi"
+
+// setMemoryLimit applies --memory-limit unless GOMEMLIMIT is set (the runtime
+// has applied it already).
+func setMemoryLimit(v string) error {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return err
+	}
+	if b := q.Value(); b > 0 {
+		debug.SetMemoryLimit(b)
+	}
 	return nil
 }
 

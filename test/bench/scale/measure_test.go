@@ -245,6 +245,8 @@ type snapshot struct {
 	apiFlow    float64 // dispatched for the operator's flow schema
 	own        int64   // requests the test sent
 	queries    int64   // at the fake Prometheus
+	probes     int64   // of which source checks
+	shared     int64   // of which shared fetches (more than one pod)
 	adminReqs  int64
 	// kinds are the apiserver's requests by verb and resource, the test's
 	// own taken out.
@@ -253,7 +255,7 @@ type snapshot struct {
 
 func (s snapshot) minus(b snapshot) snapshot {
 	out := snapshot{at: s.at, dur: s.at.Sub(b.at), cpu: s.cpu - b.cpu, reconciles: s.reconciles - b.reconciles, clientReqs: s.clientReqs - b.clientReqs,
-		apiTotal: s.apiTotal - b.apiTotal, apiFlow: s.apiFlow - b.apiFlow, own: s.own - b.own, queries: s.queries - b.queries, adminReqs: s.adminReqs - b.adminReqs,
+		apiTotal: s.apiTotal - b.apiTotal, apiFlow: s.apiFlow - b.apiFlow, own: s.own - b.own, queries: s.queries - b.queries, probes: s.probes - b.probes, shared: s.shared - b.shared, adminReqs: s.adminReqs - b.adminReqs,
 		kinds: map[string]float64{}}
 	for k, v := range s.kinds {
 		if d := v - b.kinds[k]; d > 0.5 {

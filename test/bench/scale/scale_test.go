@@ -433,7 +433,7 @@ func (m *managerProc) stop(t *testing.T) {
 }
 
 func (m *managerProc) snapshot(ctx context.Context, core *kubernetes.Clientset, own *atomic.Int64, ownKinds *byKind, prom *fakeProm, admins []*admin) snapshot {
-	s := snapshot{at: time.Now(), own: own.Load(), queries: prom.queries.Load()}
+	s := snapshot{at: time.Now(), own: own.Load(), queries: prom.queries.Load(), probes: prom.probes.Load(), shared: prom.shared.Load()}
 	mine := ownKinds.snapshot()
 	s.cpu, _ = procCPU(m.cmd.Process.Pid)
 	if mt, err := scrapeURL(m.metrics); err == nil {
@@ -461,6 +461,7 @@ func (m *managerProc) sampleGauges(r *result) {
 		r.rssMax = max(r.rssMax, rss)
 	}
 	if mt, err := scrapeURL(m.metrics); err == nil {
+		r.heapMax = max(r.heapMax, int64(mt.sum("go_memstats_heap_inuse_bytes")))
 		g := int(mt.sum("go_goroutines"))
 		r.goroutines = g
 		r.goroutinesMax = max(r.goroutinesMax, g)
@@ -471,6 +472,7 @@ type result struct {
 	p                         params
 	loadStart, loadEnd        string
 	rss, rssMax               int64
+	heapMax                   int64
 	goroutines, goroutinesMax int
 	steady                    snapshot
 	watches                   float64
@@ -505,6 +507,7 @@ func (r *result) print(t *testing.T) {
 		d = 1
 	}
 	row("manager RSS (end of window / peak)", fmt.Sprintf("%.1f / %.1f MB", mb(r.rss), mb(r.rssMax)), "≤ 80 MB", mb(r.rssMax) <= 80)
+	row("  Go heap in use (peak)", fmt.Sprintf("%.1f MB", mb(r.heapMax)), "", true)
 	row("manager goroutines (end / peak)", fmt.Sprintf("%d / %d", r.goroutines, r.goroutinesMax), "≤ 100", r.goroutinesMax <= 100)
 	cores := s.cpu.Seconds() / d
 	row("manager CPU", fmt.Sprintf("%.4f cores", cores), "≤ 0.05 cores", cores <= 0.05)
@@ -516,6 +519,7 @@ func (r *result) print(t *testing.T) {
 	row("  manager's rest_client_requests, per exp.", fmt.Sprintf("%.4f", s.clientReqs/d/n), "", true)
 	q := float64(s.queries) / d / n
 	row("metrics queries/s per experiment", fmt.Sprintf("%.4f (%.1f/s)", q, float64(s.queries)/d), "", true)
+	row("  source checks / shared / one target's", fmt.Sprintf("%d / %d / %d", s.probes, s.shared, s.queries-s.probes-s.shared), "", true)
 	tot := flow + q
 	row("API + metrics requests/s per experiment", fmt.Sprintf("%.4f", tot), "≤ 0.05", tot <= 0.05)
 	row("admin (toggle) requests in the window", fmt.Sprintf("%d", s.adminReqs), "", true)

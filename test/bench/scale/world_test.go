@@ -92,9 +92,12 @@ type fakeProm struct {
 	srv     *http.Server
 	ln      net.Listener
 	queries atomic.Int64
-	mu      sync.Mutex
-	breach  map[string]time.Time // pod → when its working set jumped
-	n       atomic.Uint64
+	// probes are the source checks (vector(1)) and shared the queries naming
+	// more than one pod (a shared fetch); the rest name one target's pods.
+	probes, shared atomic.Int64
+	mu             sync.Mutex
+	breach         map[string]time.Time // pod → when its working set jumped
+	n              atomic.Uint64
 }
 
 var (
@@ -145,8 +148,12 @@ func (p *fakeProm) query(w http.ResponseWriter, r *http.Request) {
 	}
 	var result []promSample
 	if q == "vector(1)" {
+		p.probes.Add(1)
 		result = append(result, promSample{Metric: map[string]string{}, Value: [2]any{at, "1"}})
 	} else if m := podMatcher.FindStringSubmatch(q); m != nil {
+		if strings.Contains(m[1], "|") {
+			p.shared.Add(1)
+		}
 		for _, pod := range strings.Split(m[1], "|") {
 			pod = strings.ReplaceAll(pod, `\\`, "") // QuoteMeta's escapes, doubled in the string literal
 			result = append(result, promSample{Metric: map[string]string{"pod": pod}, Value: [2]any{at, p.value(q, pod)}})
