@@ -90,14 +90,13 @@ func (w *workspace) riseEvidence(spacing, theta float64) (verdict, bool) {
 	k := float64(len(ref))
 	lowest, top := nth(ref, 0), nth(ref, len(ref)-1)
 	width := (top - lowest) * (k + 1) / (k - 1)
-	r := w.reference(0, th[len(th)-1].lo)
 	// Floors sampled at drifting phases spread over up to one interval's
 	// allocation, and a dozen of them can show much less of that spread by
 	// chance. The phase stays put only when every GC cycle lasts the same
 	// whole number of intervals (the GC period is a multiple of the interval):
 	// otherwise the band is taken as wide as the phase can make it.
 	if !sameCycles(ft, period, spacing) {
-		width = math.Max(width, r.rate*spacing)
+		width = math.Max(width, w.reference(0, th[len(th)-1].lo).rate*spacing)
 	}
 	// Noise relative to the level: the floors' noise where the band is,
 	// scaled to each floor's level.
