@@ -4,9 +4,9 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/metrics"
 	"perfexp.dev/perf-operator/internal/testenv"
 )
 
@@ -52,8 +55,9 @@ func startPrometheus(t *testing.T, ns string, a app, container string) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 
+	pods := podsOf(t, ns, a)
 	var targets strings.Builder
-	for _, p := range podsOf(t, ns, a) {
+	for _, p := range pods {
 		fmt.Fprintf(&targets, "      - targets: ['%s:8081']\n        labels: {namespace: %s, pod: %s, container: %s}\n",
 			p.Status.PodIP, ns, p.Name, container)
 	}
@@ -96,6 +100,10 @@ scrape_configs:
 		}
 	})
 	url := "http://" + addr
+	api, err := metrics.NewPrometheusAPI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Both jobs up with a heap and a working set for every pod, before the
 	// experiment's preflight asks.
 	eventually(t, 2*time.Minute, "Prometheus scraping the pods and the kubelet", func() (bool, string) {
@@ -103,39 +111,19 @@ scrape_configs:
 			fmt.Sprintf(`count(jvm_memory_used_bytes{area="heap",namespace=%q})`, ns),
 			fmt.Sprintf(`count(container_memory_working_set_bytes{namespace=%q,container=%q})`, ns, container),
 		} {
-			body, err := promQuery(url, q)
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			v, _, err := api.Query(ctx, q, time.Now())
+			cancel()
 			if err != nil {
-				return false, err.Error()
+				return false, q + ": " + err.Error()
 			}
-			if !strings.Contains(body, `"value":[`) || !strings.Contains(body, `,"2"]`) {
-				return false, q + ": " + body
+			if vec, ok := v.(model.Vector); !ok || len(vec) != 1 || int(vec[0].Value) != len(pods) {
+				return false, fmt.Sprintf("%s: %v, want %d", q, v, len(pods))
 			}
 		}
 		return true, ""
 	})
 	return url
-}
-
-func promQuery(base, q string) (string, error) {
-	req, err := http.NewRequest(http.MethodGet, base+"/api/v1/query", nil)
-	if err != nil {
-		return "", err
-	}
-	v := req.URL.Query()
-	v.Set("query", q)
-	req.URL.RawQuery = v.Encode()
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("HTTP %d: %s", resp.StatusCode, tail(b.String(), 300))
-	}
-	return b.String(), nil
 }
 
 func tail(s string, n int) string {
