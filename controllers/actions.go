@@ -226,7 +226,10 @@ func (r *PerfExperimentReconciler) drivers() toggle.Drivers {
 // runtime toggles switch pods.
 func (r *PerfExperimentReconciler) toggle(ctx context.Context, s *scope, d *engine.Decision, a engine.Action) outcome {
 	apply := a.Kind == engine.ActionApplyToggle
-	drv, err := r.drivers().For(&s.exp.Spec.Toggle)
+	if !apply && !s.exp.Spec.HasToggle() {
+		return outcome{} // a load-only sweep has nothing to switch back
+	}
+	drv, err := r.drivers().For(s.exp.Spec.Toggle)
 	if err != nil {
 		return outcome{err: err, refused: apply}
 	}

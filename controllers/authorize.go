@@ -64,7 +64,10 @@ func (r Right) canI(ns, user string) string {
 // allowed to do themselves.
 func rightsFor(exp *perfv1.PerfExperiment) []Right {
 	rights := []Right{{Verb: "create", Group: "batch", Resource: "jobs"}}
-	t := &exp.Spec.Toggle
+	t := exp.Spec.Toggle
+	if t == nil { // a load-only sweep changes nothing on the target
+		return append(rights, scriptRights(exp)...)
+	}
 	switch {
 	case t.RollsPods():
 		rights = append(rights, Right{Verb: "patch", Group: "apps", Resource: "deployments", Name: exp.Spec.Target.Deployment})
@@ -77,10 +80,14 @@ func rightsFor(exp *perfv1.PerfExperiment) []Right {
 	if !t.RollsPods() && t.OnRevertFailure != perfv1.RevertFailureKeep {
 		rights = append(rights, Right{Verb: "delete", Resource: "pods"})
 	}
+	return append(rights, scriptRights(exp)...)
+}
+
+func scriptRights(exp *perfv1.PerfExperiment) []Right {
 	if ref := exp.Spec.Load.ScriptRef; ref != nil {
-		rights = append(rights, Right{Verb: "get", Resource: "configmaps", Name: ref.Name})
+		return []Right{{Verb: "get", Resource: "configmaps", Name: ref.Name}}
 	}
-	return rights
+	return nil
 }
 
 // Reviewer answers with LocalSubjectAccessReviews whether a user may do

@@ -35,7 +35,7 @@ func shortExperiment(ns, target string, t perfv1.ToggleSpec) *perfv1.PerfExperim
 			Stages:  []perfv1.StageSpec{{QPS: 100}, {QPS: 200}, {QPS: 400}},
 			Windows: perfv1.WindowsSpec{Baseline: "20s", Treatment: "20s", Settle: "10s"},
 			Metrics: perfv1.MetricsSpec{Interval: "5s"},
-			Toggle:  t,
+			Toggle:  &t,
 		},
 	}
 }

@@ -114,9 +114,9 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, s *scope) 
 	if t.HeldBy == self && dep.Annotations[perfv1.AnnotationOriginal] != "" {
 		// Never capture again from a template this experiment may have toggled.
 		t.Original = dep.Annotations[perfv1.AnnotationOriginal]
-	} else {
+	} else if exp.Spec.HasToggle() {
 		captureTarget(exp, dep, t)
-		if _, err := r.drivers().For(&exp.Spec.Toggle); err != nil && t.CaptureError == "" {
+		if _, err := r.drivers().For(exp.Spec.Toggle); err != nil && t.CaptureError == "" {
 			// Refused before anything changes, rather than at the switch.
 			t.Original, t.CaptureError, t.CaptureReason = "", err.Error(), perfv1.ReasonInvalidSpec
 		}
@@ -127,7 +127,7 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, s *scope) 
 // captureTarget records the toggle's original state, or why the toggle cannot be
 // applied to this target.
 func captureTarget(exp *perfv1.PerfExperiment, dep *appsv1.Deployment, t *engine.Target) {
-	rec, err := toggle.Capture(&exp.Spec.Toggle, &dep.Spec.Template, exp.Spec.Target.Container)
+	rec, err := toggle.Capture(exp.Spec.Toggle, &dep.Spec.Template, exp.Spec.Target.Container)
 	if errors.Is(err, toggle.ErrContainerNotFound) {
 		t.CaptureError, t.CaptureReason = err.Error(), perfv1.ReasonContainerNotFound
 		return

@@ -33,7 +33,11 @@ func setConditions(st *perfv1.PerfExperimentStatus, spec *perfv1.PerfExperimentS
 	started := st.Phase != "" && st.Phase != perfv1.PhasePending
 	switch {
 	case st.Phase == perfv1.PhaseSucceeded:
-		set(perfv1.ConditionReady, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed; status.summary is final")
+		final := "status.summary is final"
+		if !spec.HasToggle() && len(st.Summary) == 0 {
+			final = "status.curve is final"
+		}
+		set(perfv1.ConditionReady, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed; "+final)
 		set(perfv1.ConditionComplete, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed: "+engine.Outcome(spec, st))
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
 		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
@@ -79,6 +83,8 @@ func setConditions(st *perfv1.PerfExperimentStatus, spec *perfv1.PerfExperimentS
 	case st.Toggle != nil && len(st.Toggle.Pods) > 0:
 		// Sent to pods, or not yet switched back on them: on until reverted or gone.
 		set(perfv1.ConditionToggleApplied, metav1.ConditionTrue, perfv1.ReasonToggleOn, "the toggle may be on in pods "+strings.Join(st.Toggle.Pods, ", "))
+	case !spec.HasToggle() && spec.Target.Deployment != "":
+		set(perfv1.ConditionToggleApplied, metav1.ConditionFalse, perfv1.ReasonToggleOff, "a load-only sweep: nothing on the target is switched")
 	default:
 		set(perfv1.ConditionToggleApplied, metav1.ConditionFalse, perfv1.ReasonToggleOff, "the target is as it was before the experiment")
 	}

@@ -34,6 +34,8 @@ const (
 	DefaultDesign             Design     = DesignSequential
 	DefaultRounds             int32      = 4
 	DefaultOrder              Order      = OrderABBA
+	DefaultKneeShortfall      Percent    = "10%"
+	DefaultKneeP99Factor      int32      = 3
 )
 
 // Default fills every unset field that has a default, exactly as the CRD's
@@ -77,26 +79,17 @@ func (in *PerfExperiment) Default() {
 	if s.Load.ScriptRef != nil && s.Load.ScriptRef.Key == "" {
 		s.Load.ScriptRef.Key = DefaultScriptKey
 	}
-	if h := s.Toggle.HTTP; h != nil {
-		if h.Method == "" {
-			h.Method = "POST"
-		}
-		if h.Revert.Method == "" {
-			h.Revert.Method = "POST"
-		}
-		if h.Scheme == "" {
-			h.Scheme = "http"
-		}
-		setDuration(&h.Timeout, DefaultHTTPToggleTimeout)
+	if t := s.Toggle; t != nil {
+		defaultToggle(t)
 	}
-	if e := s.Toggle.Exec; e != nil {
-		setDuration(&e.Timeout, DefaultExecToggleTimeout)
+	if s.Knee.RateShortfall == "" {
+		s.Knee.RateShortfall = DefaultKneeShortfall
+	}
+	if s.Knee.P99Factor == 0 {
+		s.Knee.P99Factor = DefaultKneeP99Factor
 	}
 	g := &s.Guardrails
 	setDuration(&g.RevertTimeout, DefaultRevertTimeout)
-	if s.Toggle.OnRevertFailure == "" {
-		s.Toggle.OnRevertFailure = RevertFailureRestartPods
-	}
 	if g.ErrorRate == "" {
 		g.ErrorRate = DefaultErrorRate
 	}
@@ -112,6 +105,27 @@ func (in *PerfExperiment) Default() {
 	}
 	if s.Cleanup.Jobs == "" {
 		s.Cleanup.Jobs = DefaultJobsPolicy
+	}
+}
+
+func defaultToggle(t *ToggleSpec) {
+	if h := t.HTTP; h != nil {
+		if h.Method == "" {
+			h.Method = "POST"
+		}
+		if h.Revert.Method == "" {
+			h.Revert.Method = "POST"
+		}
+		if h.Scheme == "" {
+			h.Scheme = "http"
+		}
+		setDuration(&h.Timeout, DefaultHTTPToggleTimeout)
+	}
+	if e := t.Exec; e != nil {
+		setDuration(&e.Timeout, DefaultExecToggleTimeout)
+	}
+	if t.OnRevertFailure == "" {
+		t.OnRevertFailure = RevertFailureRestartPods
 	}
 }
 
@@ -160,16 +174,36 @@ func (p Percent) Fraction() (float64, error) {
 	return v / 100, nil
 }
 
-// StageName is the name of stage i: its Name, or its QPS when unnamed.
+// StageName is the name of stage i: its Name, or when unnamed its QPS, or c
+// and its concurrency (c10).
 func (s *PerfExperimentSpec) StageName(i int) string {
-	if s.Stages[i].Name != "" {
-		return s.Stages[i].Name
+	st := s.Stages[i]
+	switch {
+	case st.Name != "":
+		return st.Name
+	case st.Concurrency > 0:
+		return "c" + strconv.Itoa(int(st.Concurrency))
 	}
-	return strconv.Itoa(int(s.Stages[i].QPS))
+	return strconv.Itoa(int(st.QPS))
 }
+
+// LoadLabel is a stage's load as people say it: "1000qps" or "10 VUs".
+func (st StageSpec) LoadLabel() string {
+	if st.Concurrency > 0 {
+		return strconv.Itoa(int(st.Concurrency)) + " VUs"
+	}
+	return strconv.Itoa(int(st.QPS)) + "qps"
+}
+
+// HasToggle reports whether the experiment switches something; without a
+// toggle it is a load-only sweep.
+func (s *PerfExperimentSpec) HasToggle() bool { return s.Toggle != nil && s.Toggle.Kind() != "" }
 
 // ToggleKind names the toggle's kind: env, jvmOption, args, http or exec ("" if none).
 func (t *ToggleSpec) Kind() string {
+	if t == nil {
+		return ""
+	}
 	switch {
 	case t.Env != nil:
 		return "env"

@@ -19,7 +19,7 @@ func minimalExperiment() *PerfExperiment {
 			ScriptRef: &ScriptRef{Name: "scripts"},
 		},
 		Stages: []StageSpec{{QPS: 10}},
-		Toggle: ToggleSpec{HTTP: &HTTPToggle{
+		Toggle: &ToggleSpec{HTTP: &HTTPToggle{
 			HTTPRequest: HTTPRequest{Path: "/on"},
 			Port:        8081,
 			Revert:      HTTPRequest{Path: "/off"},
@@ -116,7 +116,7 @@ func TestDefaultConstants(t *testing.T) {
 
 func TestDefaultWithoutOptionalParts(t *testing.T) {
 	// No requests, no scriptRef, a non-http toggle: Default must not create them.
-	in := &PerfExperiment{Spec: PerfExperimentSpec{Toggle: ToggleSpec{JVMOption: "-Xint"}}}
+	in := &PerfExperiment{Spec: PerfExperimentSpec{Toggle: &ToggleSpec{JVMOption: "-Xint"}}}
 	in.Default()
 	if in.Spec.Load.ScriptRef != nil {
 		t.Errorf("load.scriptRef = %#v, want nil", in.Spec.Load.ScriptRef)
@@ -133,7 +133,7 @@ func TestDefaultWithoutOptionalParts(t *testing.T) {
 }
 
 func TestDefaultExecTimeout(t *testing.T) {
-	in := &PerfExperiment{Spec: PerfExperimentSpec{Toggle: ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}}}}}
+	in := &PerfExperiment{Spec: PerfExperimentSpec{Toggle: &ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}}}}}
 	in.Default()
 	if got := in.Spec.Toggle.Exec.Timeout; got != DefaultExecToggleTimeout {
 		t.Errorf("toggle.exec.timeout = %q, want %q", got, DefaultExecToggleTimeout)
@@ -247,7 +247,7 @@ func TestDefaultIsIdempotent(t *testing.T) {
 	for name, in := range map[string]*PerfExperiment{
 		"minimal":          minimalExperiment(),
 		"profiling":        profilingOverhead(),
-		"env toggle":       {Spec: PerfExperimentSpec{Toggle: ToggleSpec{Env: &EnvToggle{Name: "X", Remove: true}}}},
+		"env toggle":       {Spec: PerfExperimentSpec{Toggle: &ToggleSpec{Env: &EnvToggle{Name: "X", Remove: true}}}},
 		"empty experiment": {},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -127,6 +127,18 @@ type PerfExperimentStatus struct {
 	// +listType=atomic
 	Summary []StageSummary `json:"summary,omitempty"`
 
+	// Curve is the load curve, one point per stage from its baseline window:
+	// what was asked and achieved, latency, errors and resources. It is written
+	// when a run with several stages, or without a toggle, completes.
+	// +optional
+	// +listType=atomic
+	Curve []CurvePoint `json:"curve,omitempty"`
+
+	// Knee is the first stage past the target's capacity (spec.knee), when the
+	// curve has one.
+	// +optional
+	Knee *KneeStatus `json:"knee,omitempty"`
+
 	// Verdict is the experiment's outcome in one word.
 	// +optional
 	Verdict Verdict `json:"verdict,omitempty"`
@@ -198,8 +210,12 @@ type WindowStatus struct {
 	// Stage is the stage's zero-based index; -1 for the warm-up.
 	Stage int32 `json:"stage"`
 
-	// QPS is the target arrival rate of the window.
+	// QPS is the target arrival rate of the window (0 for closed-loop load).
 	QPS int32 `json:"qps"`
+
+	// Concurrency is the window's closed-loop virtual users (0 for an arrival rate).
+	// +optional
+	Concurrency int32 `json:"concurrency,omitempty"`
 
 	// Variant is the kind of window.
 	Variant Variant `json:"variant"`
@@ -373,8 +389,11 @@ type ResourceAggregates struct {
 type StageSummary struct {
 	// Stage is the stage's name (its QPS unless named).
 	Stage string `json:"stage"`
-	// QPS is the stage's target rate.
+	// QPS is the stage's target rate (0 for a concurrency stage).
 	QPS int32 `json:"qps"`
+	// Concurrency is the stage's closed-loop virtual users (0 for a qps stage).
+	// +optional
+	Concurrency int32 `json:"concurrency,omitempty"`
 	// CPU compares CPU use in cores; the delta is also given in percentage points
 	// of the limit.
 	// +optional
@@ -398,6 +417,57 @@ type StageSummary struct {
 	Trustworthy bool `json:"trustworthy"`
 	// Verdict is the stage's outcome.
 	Verdict Verdict `json:"verdict"`
+}
+
+// CurvePoint is one stage of the load curve, measured with the toggle off.
+type CurvePoint struct {
+	// Stage is the stage's name.
+	Stage string `json:"stage"`
+	// QPS is the arrival rate the stage asked for (0 for a concurrency stage).
+	// +optional
+	QPS int32 `json:"qps,omitempty"`
+	// Concurrency is the stage's closed-loop virtual users (0 for a qps stage).
+	// +optional
+	Concurrency int32 `json:"concurrency,omitempty"`
+	// AchievedQPS is the rate of requests sent and answered.
+	AchievedQPS float64 `json:"achievedQPS"`
+	// P50Ms is the median latency in milliseconds.
+	P50Ms float64 `json:"p50Ms"`
+	// P95Ms is the 95th percentile latency in milliseconds.
+	P95Ms float64 `json:"p95Ms"`
+	// P99Ms is the 99th percentile latency in milliseconds.
+	P99Ms float64 `json:"p99Ms"`
+	// ErrorPercent is the share of failed requests, in percent.
+	ErrorPercent float64 `json:"errorPercent"`
+	// CPUCores is the target's mean CPU use over the window, all pods
+	// together; absent when the window had no resource samples.
+	// +optional
+	CPUCores *float64 `json:"cpuCores,omitempty"`
+	// CPUPercentOfLimit is CPUCores in percent of the pods' CPU limits.
+	// +optional
+	CPUPercentOfLimit *float64 `json:"cpuPercentOfLimit,omitempty"`
+	// MemoryBytes is the target's mean working set over the window, all pods
+	// together.
+	// +optional
+	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
+	// Valid is false when the window's load or samples cannot be trusted
+	// (its invalid reasons are in status.windows). A stage past the knee is
+	// usually invalid as a measurement of what it asked for: its load fell
+	// short.
+	Valid bool `json:"valid"`
+}
+
+// KneeStatus is where the target stopped keeping up with the load.
+type KneeStatus struct {
+	// Stage is the first stage past capacity.
+	Stage string `json:"stage"`
+	// Index is its zero-based position in spec.stages.
+	Index int32 `json:"index"`
+	// CapacityQPS is the highest rate achieved up to and including that stage:
+	// the sweep's estimate of the target's capacity.
+	CapacityQPS float64 `json:"capacityQPS"`
+	// Reason says which rule placed the knee, with the numbers.
+	Reason string `json:"reason"`
 }
 
 // MetricComparison is one metric before and after the toggle.

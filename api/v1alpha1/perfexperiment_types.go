@@ -34,7 +34,9 @@ type Percent string
 // +kubebuilder:validation:XValidation:rule="self.metrics.source != 'prometheus' || has(self.metrics.prometheus)",fieldPath=".metrics.prometheus",reason="FieldValueRequired",message="metrics.prometheus.url is required when metrics.source is prometheus"
 // +kubebuilder:validation:XValidation:rule="!self.windows.baseline.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.baseline).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.baseline",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
 // +kubebuilder:validation:XValidation:rule="!self.windows.treatment.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.treatment).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.treatment",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
-// +kubebuilder:validation:XValidation:rule="!has(self.design) || self.design != 'interleaved' || has(self.toggle.http) || has(self.toggle.exec)",fieldPath=".design",message="interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"
+// +kubebuilder:validation:XValidation:rule="!has(self.design) || self.design != 'interleaved' || (has(self.toggle) && (has(self.toggle.http) || has(self.toggle.exec)))",fieldPath=".design",message="interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"
+// +kubebuilder:validation:XValidation:rule="has(self.toggle) || !has(self.calibrate) || !self.calibrate",fieldPath=".calibrate",message="an A/A calibration measures a toggle's two arms: set toggle, or drop calibrate for a load-only sweep"
+// +kubebuilder:validation:XValidation:rule="has(self.toggle) || !has(self.successCriteria)",fieldPath=".successCriteria",message="success criteria are a toggle's overheads: set toggle, or drop successCriteria for a load-only sweep"
 // +kubebuilder:validation:XValidation:rule="!has(self.interleaving) || (has(self.design) && self.design == 'interleaved')",fieldPath=".interleaving",message="is only used with design interleaved"
 type PerfExperimentSpec struct {
 	// Target is the Deployment under test, in the experiment's own namespace.
@@ -52,8 +54,11 @@ type PerfExperimentSpec struct {
 	Warmup *WarmupSpec `json:"warmup,omitempty"`
 
 	// Stages are the load levels, run in order. Each stage measures a baseline
-	// window, applies the toggle, settles, measures a treatment window and reverts.
-	// A list of several rates is a sweep.
+	// window, applies the toggle, settles, measures a treatment window and reverts;
+	// without a toggle each stage is measured once. A list of several levels is
+	// a sweep: open-loop arrival rates (qps) or closed-loop virtual users
+	// (concurrency), and status.curve and status.knee say where the target
+	// stopped keeping up.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
@@ -91,8 +96,15 @@ type PerfExperimentSpec struct {
 	Calibrate bool `json:"calibrate,omitempty"`
 
 	// Toggle is the change whose cost is measured. Exactly one kind is set.
-	// +required
-	Toggle ToggleSpec `json:"toggle"`
+	// Omit it for a load-only sweep: each stage is measured once, nothing on
+	// the target is changed, and the result is status.curve and status.knee.
+	// +optional
+	Toggle *ToggleSpec `json:"toggle,omitempty"`
+
+	// Knee says when a stage of a sweep counts as past the target's capacity.
+	// +optional
+	// +kubebuilder:default={}
+	Knee KneeSpec `json:"knee,omitempty"`
 
 	// Metrics says where CPU, memory and heap samples come from.
 	// +optional
@@ -441,15 +453,28 @@ type WarmupSpec struct {
 	Duration Duration `json:"duration"`
 }
 
-// StageSpec is one load level.
+// StageSpec is one load level: an open-loop arrival rate (qps, k6's
+// constant-arrival-rate: a slow target does not slow the load down) or a
+// closed-loop number of virtual users (concurrency, k6's constant-vus, as
+// siege -c or wrk -c: each user sends its next request when the last one has
+// answered).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.qps) != has(self.concurrency)",message="set exactly one of qps (an arrival rate) or concurrency (closed-loop virtual users)"
 type StageSpec struct {
 	// QPS is the stage's arrival rate in requests per second.
-	// +required
+	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
-	QPS int32 `json:"qps"`
+	QPS int32 `json:"qps,omitempty"`
 
-	// Name labels the stage in status and reports. Defaults to the QPS.
+	// Concurrency is the stage's number of closed-loop virtual users.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Concurrency int32 `json:"concurrency,omitempty"`
+
+	// Name labels the stage in status and reports. Defaults to the QPS, or to
+	// c and the concurrency (c10).
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a lower-case DNS label, such as peak or 2000qps"
@@ -477,6 +502,28 @@ type WindowsSpec struct {
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) <= duration('1h')",message="must be between 0s and 1h"
 	Settle Duration `json:"settle,omitempty"`
+}
+
+// KneeSpec says when a stage of a sweep is past the target's capacity: the
+// first stage whose achieved rate falls short of what it asked for, or whose
+// p99 latency exceeds p99Factor times the first stage's.
+type KneeSpec struct {
+	// RateShortfall is how far the achieved rate may fall below the asked one
+	// before the stage counts as past capacity. A qps stage asks for its rate;
+	// a concurrency stage for the rate the stage before it reached, scaled by
+	// the ratio of their concurrencies (below capacity a closed loop's rate
+	// grows with its users).
+	// +optional
+	// +kubebuilder:default="10%"
+	RateShortfall Percent `json:"rateShortfall,omitempty"`
+
+	// P99Factor is how many times the first stage's p99 latency a stage's p99
+	// may reach before the stage counts as past capacity.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=1000
+	P99Factor int32 `json:"p99Factor,omitempty"`
 }
 
 // ToggleSpec is the change under test. Exactly one kind is set.

@@ -43,7 +43,21 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 		errs = append(errs, field.Required(p.Child("stages"), "at least one stage is required"))
 	}
 	for i, st := range s.Stages {
-		errs = append(errs, qps(p.Child("stages").Index(i).Child("qps"), st.QPS)...)
+		sp := p.Child("stages").Index(i)
+		switch {
+		case (st.QPS != 0) == (st.Concurrency != 0):
+			errs = append(errs, field.Invalid(sp, "", "set exactly one of qps (an arrival rate) or concurrency (closed-loop virtual users)"))
+		case st.Concurrency != 0:
+			if st.Concurrency < 1 || st.Concurrency > 10000 {
+				errs = append(errs, field.Invalid(sp.Child("concurrency"), st.Concurrency, "must be from 1 to 10000"))
+			}
+		default:
+			errs = append(errs, qps(sp.Child("qps"), st.QPS)...)
+		}
+	}
+	errs = append(errs, percent(p.Child("knee", "rateShortfall"), s.Knee.RateShortfall)...)
+	if f := s.Knee.P99Factor; f < 2 || f > 1000 {
+		errs = append(errs, field.Invalid(p.Child("knee", "p99Factor"), f, "must be from 2 to 1000"))
 	}
 
 	interval, ierr := s.Metrics.Interval.Parse()
@@ -60,7 +74,16 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 	}
 	errs = append(errs, durationIn(p.Child("windows", "settle"), s.Windows.Settle, 0, time.Hour)...)
 
-	errs = append(errs, validateToggle(&s.Toggle, p.Child("toggle"))...)
+	if s.Toggle != nil {
+		errs = append(errs, validateToggle(s.Toggle, p.Child("toggle"))...)
+	} else {
+		if s.Calibrate {
+			errs = append(errs, field.Invalid(p.Child("calibrate"), true, "an A/A calibration measures a toggle's two arms: set toggle, or drop calibrate for a load-only sweep"))
+		}
+		if s.SuccessCriteria != nil {
+			errs = append(errs, field.Invalid(p.Child("successCriteria"), "", "success criteria are a toggle's overheads: set toggle, or drop successCriteria for a load-only sweep"))
+		}
+	}
 	errs = append(errs, validateDesign(s, p)...)
 	if s.Metrics.Source == MetricsSourcePrometheus && s.Metrics.Prometheus == nil {
 		errs = append(errs, field.Required(p.Child("metrics", "prometheus"), "metrics.prometheus.url is required when metrics.source is prometheus"))
@@ -80,7 +103,7 @@ func validateDesign(s *PerfExperimentSpec, p *field.Path) field.ErrorList {
 	switch s.Design {
 	case DesignSequential:
 	case DesignInterleaved:
-		if s.Toggle.RollsPods() {
+		if s.Toggle.RollsPods() || !s.HasToggle() {
 			errs = append(errs, field.Invalid(p.Child("design"), s.Design, "interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"))
 		}
 	default:

@@ -40,7 +40,7 @@ func profilingOverhead() *PerfExperiment {
 		Warmup:  &WarmupSpec{QPS: 50, Duration: "5m"},
 		Stages:  []StageSpec{{QPS: 500}, {QPS: 1000}, {QPS: 2000}},
 		Windows: WindowsSpec{Baseline: "30m", Treatment: "30m", Settle: "2m"},
-		Toggle: ToggleSpec{HTTP: &HTTPToggle{
+		Toggle: &ToggleSpec{HTTP: &HTTPToggle{
 			HTTPRequest: HTTPRequest{Method: "POST", Path: "/admin/profiling", Body: "on"},
 			Port:        8081,
 			Revert:      HTTPRequest{Method: "POST", Path: "/admin/profiling", Body: "off"},
@@ -140,17 +140,17 @@ func TestValidateAccepts(t *testing.T) {
 			s.Metrics.Source, s.Metrics.Prometheus = MetricsSourceMetricsServer, nil
 		}},
 		{"env value toggle", func(s *PerfExperimentSpec) {
-			s.Toggle = ToggleSpec{Env: &EnvToggle{Name: "PROFILING_ENABLED", Value: &value}}
+			s.Toggle = &ToggleSpec{Env: &EnvToggle{Name: "PROFILING_ENABLED", Value: &value}}
 		}},
 		{"env empty value toggle", func(s *PerfExperimentSpec) {
 			empty := ""
-			s.Toggle = ToggleSpec{Env: &EnvToggle{Name: "PROFILING_ENABLED", Value: &empty}}
+			s.Toggle = &ToggleSpec{Env: &EnvToggle{Name: "PROFILING_ENABLED", Value: &empty}}
 		}},
 		{"env remove toggle", func(s *PerfExperimentSpec) {
-			s.Toggle = ToggleSpec{Env: &EnvToggle{Name: "JAVA_TOOL_OPTIONS", Remove: true}}
+			s.Toggle = &ToggleSpec{Env: &EnvToggle{Name: "JAVA_TOOL_OPTIONS", Remove: true}}
 		}},
-		{"jvmOption toggle", func(s *PerfExperimentSpec) { s.Toggle = ToggleSpec{JVMOption: "-XX:+UseSerialGC"} }},
-		{"args toggle", func(s *PerfExperimentSpec) { s.Toggle = ToggleSpec{Args: []string{"--profiling"}} }},
+		{"jvmOption toggle", func(s *PerfExperimentSpec) { s.Toggle = &ToggleSpec{JVMOption: "-XX:+UseSerialGC"} }},
+		{"args toggle", func(s *PerfExperimentSpec) { s.Toggle = &ToggleSpec{Args: []string{"--profiling"}} }},
 		{"qps bounds", func(s *PerfExperimentSpec) {
 			s.Stages = []StageSpec{{QPS: 1}, {QPS: 100000}}
 			s.Warmup.QPS = 100000
@@ -175,13 +175,20 @@ func TestValidateAccepts(t *testing.T) {
 			s.Load.K6.ServiceAccountName = "k6-runner"
 		}},
 		{"exec toggle", func(s *PerfExperimentSpec) {
-			s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"jcmd", "1", "JFR.start"}, Revert: []string{"jcmd", "1", "JFR.stop"}, Timeout: "5m"}}
+			s.Toggle = &ToggleSpec{Exec: &ExecToggle{Command: []string{"jcmd", "1", "JFR.start"}, Revert: []string{"jcmd", "1", "JFR.stop"}, Timeout: "5m"}}
 		}},
 		{"interleaved http toggle", func(s *PerfExperimentSpec) {
 			s.Design = DesignInterleaved
 			s.Interleaving = &InterleavingSpec{Rounds: 6, Order: OrderRandom}
 		}},
 		{"calibrate", func(s *PerfExperimentSpec) { s.Calibrate = true }},
+		{"load-only qps sweep", func(s *PerfExperimentSpec) { s.Toggle, s.SuccessCriteria = nil, nil }},
+		{"load-only concurrency sweep", func(s *PerfExperimentSpec) {
+			s.Toggle, s.SuccessCriteria = nil, nil
+			s.Stages = []StageSpec{{Concurrency: 1}, {Concurrency: 10, Name: "c10"}, {Concurrency: 10000}}
+		}},
+		{"mixed stages with a toggle", func(s *PerfExperimentSpec) { s.Stages[1] = StageSpec{Concurrency: 50} }},
+		{"knee settings", func(s *PerfExperimentSpec) { s.Knee = KneeSpec{RateShortfall: "2.5%", P99Factor: 2} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -208,7 +215,7 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "interleaved with a toggle that rolls the pods",
 			mutate: func(s *PerfExperimentSpec) {
 				s.Design = DesignInterleaved
-				s.Toggle = ToggleSpec{JVMOption: "-XX:+UseSerialGC"}
+				s.Toggle = &ToggleSpec{JVMOption: "-XX:+UseSerialGC"}
 			},
 			want: []string{"spec.design"}},
 		{name: "unknown design",
@@ -324,9 +331,30 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "no stages",
 			mutate: func(s *PerfExperimentSpec) { s.Stages = nil },
 			want:   []string{"spec.stages"}, typ: field.ErrorTypeRequired},
-		{name: "stage qps 0",
+		{name: "stage without qps or concurrency",
 			mutate: func(s *PerfExperimentSpec) { s.Stages[1].QPS = 0 },
-			want:   []string{"spec.stages[1].qps"}},
+			want:   []string{"spec.stages[1]"}},
+		{name: "stage with both qps and concurrency",
+			mutate: func(s *PerfExperimentSpec) { s.Stages[1].Concurrency = 4 },
+			want:   []string{"spec.stages[1]"}},
+		{name: "stage concurrency 10001",
+			mutate: func(s *PerfExperimentSpec) { s.Stages[0] = StageSpec{Concurrency: 10001} },
+			want:   []string{"spec.stages[0].concurrency"}},
+		{name: "knee p99Factor 1",
+			mutate: func(s *PerfExperimentSpec) { s.Knee.P99Factor = 1 },
+			want:   []string{"spec.knee.p99Factor"}},
+		{name: "knee rateShortfall not a percentage",
+			mutate: func(s *PerfExperimentSpec) { s.Knee.RateShortfall = "10" },
+			want:   []string{"spec.knee.rateShortfall"}},
+		{name: "calibrate without a toggle",
+			mutate: func(s *PerfExperimentSpec) { s.Toggle, s.SuccessCriteria, s.Calibrate = nil, nil, true },
+			want:   []string{"spec.calibrate"}},
+		{name: "success criteria without a toggle",
+			mutate: func(s *PerfExperimentSpec) { s.Toggle = nil },
+			want:   []string{"spec.successCriteria"}},
+		{name: "interleaved without a toggle",
+			mutate: func(s *PerfExperimentSpec) { s.Toggle, s.SuccessCriteria, s.Design = nil, nil, DesignInterleaved },
+			want:   []string{"spec.design"}},
 		{name: "stage qps 100001",
 			mutate: func(s *PerfExperimentSpec) { s.Stages[2].QPS = 100001 },
 			want:   []string{"spec.stages[2].qps"}},
@@ -378,14 +406,14 @@ func TestValidateRefuses(t *testing.T) {
 
 		// toggle
 		{name: "no toggle kind",
-			mutate: func(s *PerfExperimentSpec) { s.Toggle = ToggleSpec{} },
+			mutate: func(s *PerfExperimentSpec) { s.Toggle = &ToggleSpec{} },
 			want:   []string{"spec.toggle"}},
 		{name: "two toggle kinds: http and env",
 			mutate: func(s *PerfExperimentSpec) { s.Toggle.Env = &EnvToggle{Name: "PROFILING", Value: &value} },
 			want:   []string{"spec.toggle"}},
 		{name: "two toggle kinds: jvmOption and args",
 			mutate: func(s *PerfExperimentSpec) {
-				s.Toggle = ToggleSpec{JVMOption: "-Xint", Args: []string{"--x"}}
+				s.Toggle = &ToggleSpec{JVMOption: "-Xint", Args: []string{"--x"}}
 			},
 			want: []string{"spec.toggle"}},
 		{name: "all toggle kinds",
@@ -397,22 +425,22 @@ func TestValidateRefuses(t *testing.T) {
 			want: []string{"spec.toggle"}},
 		{name: "env with both value and remove",
 			mutate: func(s *PerfExperimentSpec) {
-				s.Toggle = ToggleSpec{Env: &EnvToggle{Name: "PROFILING", Value: &value, Remove: true}}
+				s.Toggle = &ToggleSpec{Env: &EnvToggle{Name: "PROFILING", Value: &value, Remove: true}}
 			},
 			want: []string{"spec.toggle.env"}},
 		{name: "env with neither value nor remove",
-			mutate: func(s *PerfExperimentSpec) { s.Toggle = ToggleSpec{Env: &EnvToggle{Name: "PROFILING"}} },
+			mutate: func(s *PerfExperimentSpec) { s.Toggle = &ToggleSpec{Env: &EnvToggle{Name: "PROFILING"}} },
 			want:   []string{"spec.toggle.env"}},
 		{name: "env name starting with a digit",
 			mutate: func(s *PerfExperimentSpec) {
-				s.Toggle = ToggleSpec{Env: &EnvToggle{Name: "1PROFILING", Value: &value}}
+				s.Toggle = &ToggleSpec{Env: &EnvToggle{Name: "1PROFILING", Value: &value}}
 			},
 			want: []string{"spec.toggle.env.name"}},
 		{name: "env name empty",
-			mutate: func(s *PerfExperimentSpec) { s.Toggle = ToggleSpec{Env: &EnvToggle{Name: "", Remove: true}} },
+			mutate: func(s *PerfExperimentSpec) { s.Toggle = &ToggleSpec{Env: &EnvToggle{Name: "", Remove: true}} },
 			want:   []string{"spec.toggle.env.name"}},
 		{name: "jvmOption without dash",
-			mutate: func(s *PerfExperimentSpec) { s.Toggle = ToggleSpec{JVMOption: "XX:+UseSerialGC"} },
+			mutate: func(s *PerfExperimentSpec) { s.Toggle = &ToggleSpec{JVMOption: "XX:+UseSerialGC"} },
 			want:   []string{"spec.toggle.jvmOption"}},
 		{name: "http port 0",
 			mutate: func(s *PerfExperimentSpec) { s.Toggle.HTTP.Port = 0 },
@@ -440,17 +468,17 @@ func TestValidateRefuses(t *testing.T) {
 			want: []string{"spec.toggle"}},
 		{name: "exec without command",
 			mutate: func(s *PerfExperimentSpec) {
-				s.Toggle = ToggleSpec{Exec: &ExecToggle{Revert: []string{"true"}, Timeout: "30s"}}
+				s.Toggle = &ToggleSpec{Exec: &ExecToggle{Revert: []string{"true"}, Timeout: "30s"}}
 			},
 			want: []string{"spec.toggle.exec.command"}},
 		{name: "exec without revert",
 			mutate: func(s *PerfExperimentSpec) {
-				s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Timeout: "30s"}}
+				s.Toggle = &ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Timeout: "30s"}}
 			},
 			want: []string{"spec.toggle.exec.revert"}},
 		{name: "exec timeout under 1s",
 			mutate: func(s *PerfExperimentSpec) {
-				s.Toggle = ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}, Timeout: "500ms"}}
+				s.Toggle = &ToggleSpec{Exec: &ExecToggle{Command: []string{"true"}, Revert: []string{"true"}, Timeout: "500ms"}}
 			},
 			want: []string{"spec.toggle.exec.timeout"}},
 
@@ -505,7 +533,7 @@ func TestValidateRefuses(t *testing.T) {
 				s.Toggle.HTTP.Port = 0
 				s.Guardrails.ErrorRate = "x"
 			},
-			want: []string{"spec.target.deployment", "spec.stages[0].qps", "spec.toggle.http.port", "spec.guardrails.errorRate"}},
+			want: []string{"spec.target.deployment", "spec.stages[0]", "spec.toggle.http.port", "spec.guardrails.errorRate"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

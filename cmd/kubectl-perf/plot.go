@@ -141,6 +141,15 @@ func writePlot(out io.Writer, exp *perfv1.PerfExperiment, format string) error {
 		}
 		plots = append(plots, []*plot.Plot{p})
 	}
+	if len(st.Curve) > 0 {
+		for _, panel := range curvePanels {
+			p, err := curvePanel(st, panel)
+			if err != nil {
+				return err
+			}
+			plots = append(plots, []*plot.Plot{p})
+		}
+	}
 	height := panelHeight*vg.Length(len(plots)) + headerHeight
 	var canvas interface {
 		vg.CanvasSizer
@@ -476,6 +485,85 @@ func overheadPanel(summary []perfv1.StageSummary) (*plot.Plot, error) {
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Y.Max = math.Max(p.Y.Max, 0) + (p.Y.Max-math.Min(p.Y.Min, 0))*0.35
 	p.Y.Min = math.Min(p.Y.Min, 0)
+	return p, nil
+}
+
+// curvePanels are the load curve's two panels: throughput and p99 against the
+// load each stage asked for.
+var curvePanels = []struct {
+	title, y string
+	get      func(perfv1.CurvePoint) float64
+}{
+	{"throughput per stage", "achieved (req/s)", func(p perfv1.CurvePoint) float64 { return p.AchievedQPS }},
+	{"p99 latency per stage", "p99 (ms)", func(p perfv1.CurvePoint) float64 { return p.P99Ms }},
+}
+
+// curvePanel plots one curve metric against the stages' load: their rate, or
+// their virtual users, or (stages of both kinds) their order. A qps sweep's
+// throughput panel has the line achieved = asked; the knee is marked.
+func curvePanel(st perfv1.PerfExperimentStatus, panel struct {
+	title, y string
+	get      func(perfv1.CurvePoint) float64
+}) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = panel.title
+	p.Y.Label.Text = panel.y
+	p.Add(plotter.NewGrid())
+	allQPS, allVUs := true, true
+	for _, c := range st.Curve {
+		allQPS = allQPS && c.QPS > 0
+		allVUs = allVUs && c.Concurrency > 0
+	}
+	x := func(i int, c perfv1.CurvePoint) float64 { return float64(i) }
+	switch {
+	case allQPS:
+		p.X.Label.Text = "asked rate (req/s)"
+		x = func(_ int, c perfv1.CurvePoint) float64 { return float64(c.QPS) }
+	case allVUs:
+		p.X.Label.Text = "concurrency (virtual users)"
+		x = func(_ int, c perfv1.CurvePoint) float64 { return float64(c.Concurrency) }
+	default:
+		names := make([]string, len(st.Curve))
+		for i, c := range st.Curve {
+			names[i] = c.Stage
+		}
+		p.NominalX(names...)
+	}
+	var pts plotter.XYs
+	for i, c := range st.Curve {
+		pts = append(pts, plotter.XY{X: x(i, c), Y: panel.get(c)})
+	}
+	line, points, err := plotter.NewLinePoints(pts)
+	if err != nil {
+		return nil, err
+	}
+	line.LineStyle.Color, points.GlyphStyle.Color, points.GlyphStyle.Shape = colorP99, colorP99, draw.CircleGlyph{}
+	if strings.HasPrefix(panel.title, "throughput") {
+		line.LineStyle.Color, points.GlyphStyle.Color = colorCPU, colorCPU
+	}
+	p.Add(line, points)
+	p.Legend.Add(panel.y, line, points)
+	if allQPS && strings.HasPrefix(panel.title, "throughput") {
+		ideal, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: pts[len(pts)-1].X, Y: pts[len(pts)-1].X}})
+		if err != nil {
+			return nil, err
+		}
+		ideal.LineStyle.Color, ideal.LineStyle.Dashes = colorOther, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(ideal)
+		p.Legend.Add("achieved = asked", ideal)
+	}
+	if k := st.Knee; k != nil && int(k.Index) < len(pts) {
+		kx := pts[k.Index].X
+		mark, err := plotter.NewLine(plotter.XYs{{X: kx, Y: 0}, {X: kx, Y: math.Max(pts[k.Index].Y, 1) * 1.1}})
+		if err != nil {
+			return nil, err
+		}
+		mark.LineStyle.Color, mark.LineStyle.Dashes = colorAbort, []vg.Length{vg.Points(2), vg.Points(2)}
+		p.Add(mark)
+		p.Legend.Add(fmt.Sprintf("knee: stage %s (capacity %.0f req/s)", k.Stage, k.CapacityQPS), mark)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Min = 0
 	return p, nil
 }
 

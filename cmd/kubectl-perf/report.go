@@ -165,6 +165,17 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 	if st.Abort != nil {
 		fmt.Fprintf(w, "aborted at %s: %s: %s\n", st.Abort.At.UTC().Format("2006-01-02T15:04:05Z"), st.Abort.Reason, st.Abort.Message)
 	}
+	if len(st.Curve) > 0 {
+		if err := printCurve(w, st); err != nil {
+			return err
+		}
+	}
+	if exp.Spec.Toggle == nil {
+		if len(st.Curve) == 0 {
+			fmt.Fprintln(w, "a load-only sweep: no stage completed, no curve yet")
+		}
+		return nil
+	}
 	if len(st.Summary) == 0 {
 		fmt.Fprintln(w, "no stage completed: no overhead table")
 		return nil
@@ -203,6 +214,51 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 		fmt.Fprintln(w, line)
 	}
 	return nil
+}
+
+// printCurve prints the load curve (status.curve) and its knee.
+func printCurve(w io.Writer, st perfv1.PerfExperimentStatus) error {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STAGE\tLOAD\tACHIEVED (req/s)\tP50 (ms)\tP95 (ms)\tP99 (ms)\tERRORS\tCPU (cores)\tCPU % LIMIT\tMEMORY (MiB)\t")
+	for i, p := range st.Curve {
+		load := fmt.Sprintf("%d req/s", p.QPS)
+		if p.Concurrency > 0 {
+			load = fmt.Sprintf("%d users", p.Concurrency)
+		}
+		note := ""
+		if !p.Valid {
+			note = "(load short or samples missing)"
+		}
+		if k := st.Knee; k != nil && int(k.Index) == i {
+			note = "← knee " + note
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f%%\t%s\t%s\t%s\t%s\n", p.Stage, load, p.AchievedQPS, p.P50Ms, p.P95Ms, p.P99Ms, p.ErrorPercent,
+			optFloat(p.CPUCores, 1, "%.3f"), optFloat(p.CPUPercentOfLimit, 1, "%.1f"), optInt(p.MemoryBytes, 1<<20, "%.0f"), note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if k := st.Knee; k != nil {
+		fmt.Fprintf(w, "knee: stage %s, capacity about %.1f req/s: %s\n", k.Stage, k.CapacityQPS, k.Reason)
+	} else if st.Phase == perfv1.PhaseSucceeded {
+		fmt.Fprintln(w, "knee: none, every stage kept up (spec.knee)")
+	}
+	return nil
+}
+
+func optFloat(v *float64, scale float64, f string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(f, *v/scale)
+}
+
+func optInt(v *int64, scale float64, f string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(f, float64(*v)/scale)
 }
 
 // mdeLine is a stage's minimum detectable effects, such as "CPU ≥ 3.1%,

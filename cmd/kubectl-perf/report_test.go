@@ -475,3 +475,83 @@ func TestAbort(t *testing.T) {
 		t.Fatal("abort without a name succeeded")
 	}
 }
+
+// sweepFixture is a load-only concurrency sweep as the operator records it:
+// four stages, a knee at c8.
+func sweepFixture(t *testing.T) {
+	t.Helper()
+	c := cluster(t)
+	exp := newExample(t, "lucee-sweep")
+	exp.Spec.Toggle, exp.Spec.SuccessCriteria = nil, nil
+	exp.Spec.Stages = []perfv1.StageSpec{{Concurrency: 1}, {Concurrency: 2}, {Concurrency: 4}, {Concurrency: 8}}
+	if err := c.Create(context.Background(), exp); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	at := func(min int) *metav1.Time { return ptr.To(metav1.NewTime(t0.Add(time.Duration(min) * time.Minute))) }
+	rates := []float64{150, 290, 330, 335}
+	for i, r := range rates {
+		vus := exp.Spec.Stages[i].Concurrency
+		exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: int32(i), Concurrency: vus, Variant: perfv1.VariantBaseline,
+			Start: at(3 * i), End: at(3*i + 2), Valid: ptr.To(true),
+			Load: &perfv1.LoadResult{Requests: int64(r * 120), AchievedQPS: r, P50Ms: 3 * float64(vus), P95Ms: 5 * float64(vus), P99Ms: 6 * float64(vus)}})
+		cores := r / 400
+		exp.Status.Curve = append(exp.Status.Curve, perfv1.CurvePoint{Stage: fmt.Sprintf("c%d", vus), Concurrency: vus, AchievedQPS: r,
+			P50Ms: 3 * float64(vus), P95Ms: 5 * float64(vus), P99Ms: 6 * float64(vus), ErrorPercent: float64(i) * 0.5,
+			CPUCores: &cores, MemoryBytes: ptr.To(int64(900 << 20)), Valid: i < 3})
+	}
+	exp.Status.Knee = &perfv1.KneeStatus{Stage: "c4", Index: 2, CapacityQPS: 335, Reason: "stage c4 achieved 330.0 req/s of the 580.0 that 4 users reach at stage c2's rate per user (43 % short; spec.knee.rateShortfall 10 %)"}
+	exp.Status.Phase, exp.Status.StartTime, exp.Status.CompletionTime = perfv1.PhaseSucceeded, at(0), at(12)
+	if err := c.Status().Update(context.Background(), exp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReportSweep(t *testing.T) {
+	sweepFixture(t)
+	out, err := kubectl(t, "report", "lucee-sweep", "-n", "default")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"perfexperiment default/lucee-sweep: phase Succeeded, verdict -\n",
+		"STAGE", "LOAD", "ACHIEVED (req/s)", "P99 (ms)", "ERRORS", "CPU (cores)",
+		"knee: stage c4, capacity about 335.0 req/s: stage c4 achieved 330.0 req/s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]] = l
+		}
+	}
+	for stage, want := range map[string][]string{
+		"c1": {"1 users", "150.0", "6.0", "0.00%", "0.375", "900"},
+		"c4": {"4 users", "330.0", "24.0", "1.00%", "← knee"},
+		"c8": {"8 users", "335.0", "48.0", "1.50%", "(load short or samples missing)"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[stage], w) {
+				t.Errorf("row %s lacks %q: %q", stage, w, rows[stage])
+			}
+		}
+	}
+	if strings.Contains(out, "overhead") || strings.Contains(out, "no stage completed") {
+		t.Errorf("a sweep has no overhead table: %s", out)
+	}
+	path := filepath.Join(t.TempDir(), "sweep.svg")
+	if out, err := kubectl(t, "report", "lucee-sweep", "-n", "default", "--plot", path); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	all := strings.Join(parseSVG(t, path).texts, "\n")
+	for _, label := range []string{"throughput per stage", "p99 latency per stage", "concurrency (virtual users)", "achieved (req/s)",
+		"knee: stage c4 (capacity 335 req/s)"} {
+		if !strings.Contains(all, label) {
+			t.Errorf("plot label %q missing", label)
+		}
+	}
+}

@@ -12,6 +12,13 @@ import (
 // the printer columns, then Succeeded. A stage whose series cannot be compared
 // (no samples at all) still gets its latency rows and is marked untrustworthy.
 func (x *decider) analyzing() {
+	if wantsCurve(x.spec) {
+		x.st.Curve, x.st.Knee = x.curve()
+	}
+	if !x.spec.HasToggle() {
+		x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded, Outcome(x.spec, x.st)+"; nothing on Deployment "+x.spec.Target.Deployment+" was changed")
+		return
+	}
 	var summary []perfv1.StageSummary
 	for s := range x.spec.Stages {
 		in := x.stageInput(int32(s))
@@ -24,10 +31,11 @@ func (x *decider) analyzing() {
 			// fallback without resource series fared.
 			var again error
 			if row, again = analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions()); again != nil {
-				row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Verdict: perfv1.VerdictInconclusive}
+				row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Concurrency: x.spec.Stages[s].Concurrency, Verdict: perfv1.VerdictInconclusive}
 			}
 			x.event(true, perfv1.ReasonAnalysisIncomplete, "stage %s: %v", in.Name, err)
 		}
+		row.Concurrency = x.spec.Stages[s].Concurrency
 		summary = append(summary, row)
 	}
 	x.st.Summary = summary
@@ -42,6 +50,9 @@ func (x *decider) analyzing() {
 // (A/A), the noise floor and how many comparisons noise alone made look
 // significant.
 func Outcome(spec *perfv1.PerfExperimentSpec, st *perfv1.PerfExperimentStatus) string {
+	if !spec.HasToggle() && len(st.Summary) == 0 {
+		return sweepOutcome(st)
+	}
 	msg := fmt.Sprintf("all %d stages measured, verdict %s", len(st.Summary), st.Verdict)
 	if floor := noiseFloor(st.Summary); floor != "" && (st.Verdict == perfv1.VerdictNoEffect || spec.Calibrate) {
 		msg += "; no effect larger than " + floor + " could be seen"

@@ -152,7 +152,11 @@ func (x *decider) preflight(planErr error) {
 	x.startMeasurement()
 	now := x.now()
 	x.st.StartTime = &now
-	x.event(false, perfv1.ReasonLockHeld, "holding Deployment %s; original state recorded", x.spec.Target.Deployment)
+	if x.spec.HasToggle() {
+		x.event(false, perfv1.ReasonLockHeld, "holding Deployment %s; original state recorded", x.spec.Target.Deployment)
+	} else {
+		x.event(false, perfv1.ReasonLockHeld, "holding Deployment %s for a load-only sweep: nothing on it is changed", x.spec.Target.Deployment)
+	}
 	if x.spec.Interleaved() {
 		x.st.Interleaving = interleavingSchedule(x.exp)
 	}
@@ -267,7 +271,7 @@ func (x *decider) stopEverything() {
 		}
 	}
 	x.deleteRecordedJobs()
-	if x.mayRevert() {
+	if x.spec.HasToggle() && x.mayRevert() { // a load-only sweep switched nothing
 		x.revert()
 	}
 	if x.obs.Target == nil && x.st.Toggle != nil {

@@ -96,7 +96,7 @@ func (x *decider) roundsWindow(stage int32) k6.Window {
 	if slots := x.slots(stage, time.Time{}); len(slots) > 0 {
 		d = slots[len(slots)-1].end.Sub(time.Time{})
 	}
-	return k6.Window{Stage: stage, Variant: perfv1.VariantRounds, QPS: x.spec.Stages[stage].QPS, Duration: d + settleSlack}
+	return stageWindow(x.spec, stage, perfv1.VariantRounds, d+settleSlack)
 }
 
 // beginStage starts a stage in the spec's design.
@@ -109,7 +109,7 @@ func (x *decider) beginStage(stage int32) {
 	x.enter(x.slotPhase(perfv1.VariantBaseline, false), stage)
 	w := x.roundsWindow(stage)
 	name := k6.JobName(x.exp.Name, w)
-	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Variant: perfv1.VariantRounds, Job: name})
+	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Concurrency: w.VUs, Variant: perfv1.VariantRounds, Job: name})
 	x.act(Action{Kind: ActionCreateJob, Window: w, JobName: name})
 	x.wakeAt(x.obs.Now.Add(CacheLag))
 	x.wait(fmt.Sprintf("rounds of stage %s: load Job %s starting", stageName(x.spec, stage), name))
@@ -276,7 +276,7 @@ func (x *decider) catchUp(stage int32, slots []slot, t time.Time) {
 		if sub == nil {
 			start := metav1Time(s.measure)
 			round := s.round
-			x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: stage, QPS: rec.QPS, Variant: s.arm, Round: &round, Job: rec.Job, Start: &start})
+			x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: stage, QPS: rec.QPS, Concurrency: rec.Concurrency, Variant: s.arm, Round: &round, Job: rec.Job, Start: &start})
 			sub = &x.st.Windows[len(x.st.Windows)-1]
 		}
 		if sub.End == nil && !t.Before(s.end) {

@@ -157,7 +157,7 @@ func (x *decider) liveErrorRate(rec *perfv1.WindowStatus, c *liveCounts) (string
 // interval: every pod of its Job read, each with an interval inside the window.
 func (x *decider) liveShortfall(rec *perfv1.WindowStatus, c *liveCounts) {
 	w := x.plan.measured(x.spec, rec.Stage, rec.Variant)
-	pods := int(min(x.spec.Load.K6.Parallelism, w.QPS))
+	pods := int(min(x.spec.Load.K6.Parallelism, max(w.QPS, w.VUs)))
 	if rec.Start == nil || c.pods < pods || c.withInterval < c.pods || c.from.Before(rec.Start.Time) || c.to.After(rec.Start.Add(w.Duration)) {
 		return
 	}
@@ -165,7 +165,7 @@ func (x *decider) liveShortfall(rec *perfv1.WindowStatus, c *liveCounts) {
 	switch {
 	case c.interval.Dropped > 0:
 		why = fmt.Sprintf("k6 dropped %d iterations between %s and %s (live)", c.interval.Dropped, clock(c.from), clock(c.to))
-	case c.rate < LiveShortfall*float64(w.QPS):
+	case w.QPS > 0 && c.rate < LiveShortfall*float64(w.QPS): // a closed loop asks for no rate
 		why = fmt.Sprintf("k6 achieved %.1f of %d req/s between %s and %s (live)", c.rate, w.QPS, clock(c.from), clock(c.to))
 	default:
 		return
@@ -229,7 +229,7 @@ func (x *decider) liveByJob() map[string]*liveCounts {
 // reading (every load pod read, each with its histogram): their difference is
 // the sub-window's load and latency (closeSubWindow).
 func (x *decider) liveSnapshot(rec *perfv1.WindowStatus, c *liveCounts) {
-	pods := int(min(x.spec.Load.K6.Parallelism, rec.QPS))
+	pods := int(min(x.spec.Load.K6.Parallelism, max(rec.QPS, rec.Concurrency)))
 	if rec.Start == nil || c.at.Before(rec.Start.Time) || c.pods < pods || c.bucketPods < c.pods {
 		return
 	}

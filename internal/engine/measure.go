@@ -120,9 +120,11 @@ func (x *decider) measureSamples() bool {
 		}
 		// Before the first toggle the samples only teach the guardrail each
 		// pod's healthy sawtooth; from the first toggle on every sample is judged.
-		// The guardrails judge each pod on its own, so the usable values of an
-		// incomplete instant still count; unusable ones are never acted on.
-		observe := x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil
+		// A load-only sweep is judged from its first sample (the memory limit,
+		// OOM kills and restarts; the growth rule is off: the heap follows the
+		// load). The guardrails judge each pod on its own, so the usable values
+		// of an incomplete instant still count; unusable ones are never acted on.
+		observe := !x.spec.HasToggle() || x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil
 		if b := x.guard(metrics.FiniteAll(group), t, observe); b != nil {
 			x.finish(perfv1.PhaseAborted, b.Reason, b.Message)
 			return false

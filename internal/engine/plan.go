@@ -79,10 +79,17 @@ func (p plan) measured(spec *perfv1.PerfExperimentSpec, stage int32, v perfv1.Va
 	case perfv1.VariantWarmup:
 		return k6.Window{Stage: -1, Variant: v, QPS: spec.Warmup.QPS, Duration: p.warmup}
 	case perfv1.VariantBaseline:
-		return k6.Window{Stage: stage, Variant: v, QPS: spec.Stages[stage].QPS, Duration: p.baseline}
+		return stageWindow(spec, stage, v, p.baseline)
 	default:
-		return k6.Window{Stage: stage, Variant: v, QPS: spec.Stages[stage].QPS, Duration: p.treatment}
+		return stageWindow(spec, stage, v, p.treatment)
 	}
+}
+
+// stageWindow is a window of variant v at stage's load: its arrival rate or
+// its closed-loop virtual users.
+func stageWindow(spec *perfv1.PerfExperimentSpec, stage int32, v perfv1.Variant, d time.Duration) k6.Window {
+	st := spec.Stages[stage]
+	return k6.Window{Stage: stage, Variant: v, QPS: st.QPS, VUs: st.Concurrency, Duration: d}
 }
 
 // settleWindow is the load that runs while a toggle change rolls out and settles:
@@ -95,7 +102,9 @@ func (p plan) settleWindow(spec *perfv1.PerfExperimentSpec, stage int32, toggleO
 	if spec.Toggle.RollsPods() {
 		d += p.rolloutTimeout
 	}
-	return k6.Window{Stage: stage, Variant: perfv1.VariantSettle, QPS: spec.Stages[stage].QPS, Duration: d, ToggleOff: toggleOff}
+	w := stageWindow(spec, stage, perfv1.VariantSettle, d)
+	w.ToggleOff = toggleOff
+	return w
 }
 
 // needsSettle reports whether a toggle change is followed by a settle period.
@@ -104,10 +113,10 @@ func (p plan) needsSettle(spec *perfv1.PerfExperimentSpec) bool {
 	return spec.Toggle.RollsPods() || p.settle > 0
 }
 
-// stageLabel is the printer column's "2/3 (1000qps)".
+// stageLabel is the printer column's "2/3 (1000qps)" or "2/3 (10 VUs)".
 func stageLabel(spec *perfv1.PerfExperimentSpec, stage int32) string {
 	if stage < 0 {
 		return fmt.Sprintf("warm-up (%dqps)", spec.Warmup.QPS)
 	}
-	return fmt.Sprintf("%d/%d (%dqps)", stage+1, len(spec.Stages), spec.Stages[stage].QPS)
+	return fmt.Sprintf("%d/%d (%s)", stage+1, len(spec.Stages), spec.Stages[stage].LoadLabel())
 }

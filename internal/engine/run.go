@@ -24,8 +24,13 @@ func (x *decider) baseline() {
 	if !x.measure(perfv1.VariantBaseline) {
 		return
 	}
-	// Apply the toggle and keep load on the target while it rolls out and settles.
 	s := x.stage()
+	if !x.spec.HasToggle() {
+		// A load-only sweep measures each stage once.
+		x.nextStage()
+		return
+	}
+	// Apply the toggle and keep load on the target while it rolls out and settles.
 	if !x.spec.Calibrate { // an A/A run measures its second arm untouched
 		x.applyToggle(s)
 	}
@@ -61,6 +66,12 @@ func (x *decider) reverting() {
 	if !x.settled() {
 		return
 	}
+	x.nextStage()
+}
+
+// nextStage begins the stage after the current one, or the analysis after the
+// last.
+func (x *decider) nextStage() {
 	next := x.stage() + 1
 	if next >= int32(len(x.spec.Stages)) {
 		x.enter(perfv1.PhaseAnalyzing, x.stage())
@@ -77,7 +88,7 @@ func (x *decider) openWindow(v perfv1.Variant) {
 	stage := x.stage()
 	w := x.plan.measured(x.spec, stage, v)
 	name := k6.JobName(x.exp.Name, w)
-	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: w.Stage, QPS: w.QPS, Variant: v, Job: name})
+	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: w.Stage, QPS: w.QPS, Concurrency: w.VUs, Variant: v, Job: name})
 	x.act(Action{Kind: ActionCreateJob, Window: w, JobName: name})
 	x.wakeAt(x.obs.Now.Add(CacheLag))
 	x.wait(fmt.Sprintf("%s window of stage %s: load Job %s starting", v, stageName(x.spec, stage), name))
@@ -89,7 +100,7 @@ func (x *decider) openWindow(v perfv1.Variant) {
 func (x *decider) openSettle(stage int32, toggleOff bool) {
 	w := x.plan.settleWindow(x.spec, stage, toggleOff)
 	name := k6.JobName(x.exp.Name, w)
-	rec := perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Variant: perfv1.VariantSettle, Job: name}
+	rec := perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Concurrency: w.VUs, Variant: perfv1.VariantSettle, Job: name}
 	if !x.spec.Toggle.RollsPods() {
 		now := x.now()
 		rec.Start = &now

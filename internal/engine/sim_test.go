@@ -40,7 +40,10 @@ type world struct {
 	podStart, rollout time.Duration
 	results           func(w k6.Window) *k6.PodResult
 	// heap is each pod's heap at a time (the guardrails watch it).
-	heap             func(t time.Time) float64
+	heap func(t time.Time) float64
+	// workingSet, when set, is each pod's working set at a time (1.5 GiB of
+	// the 4 GiB limit otherwise).
+	workingSet       func(t time.Time) float64
 	toggleError      string
 	decisions        int
 	finalizerRemoved bool
@@ -97,8 +100,12 @@ func (w *world) observe() Observed {
 			if w.loadChangedWithin(w.cpuWindow) {
 				cpu = cpuSpike
 			}
+			ws := 1.5 * (1 << 30)
+			if w.workingSet != nil {
+				ws = w.workingSet(w.now)
+			}
 			o.Samples = append(o.Samples, metrics.Sample{Time: w.now, Window: w.cpuWindow, Pod: pod, CPUCores: cpu,
-				WorkingSetBytes: 1.5 * (1 << 30), HeapBytes: w.heap(w.now)})
+				WorkingSetBytes: ws, HeapBytes: w.heap(w.now)})
 		}
 		if w.metricsFault != nil {
 			got, failure := w.metricsFault(w, o.Samples)
@@ -295,7 +302,7 @@ func seedExperiment() *perfv1.PerfExperiment {
 			Warmup:  &perfv1.WarmupSpec{QPS: 50, Duration: "5m"},
 			Stages:  []perfv1.StageSpec{{QPS: 500}, {QPS: 1000}, {QPS: 2000}},
 			Metrics: perfv1.MetricsSpec{Interval: "1m"},
-			Toggle: perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{
+			Toggle: &perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{
 				HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "on"}, Port: 8081,
 				Revert: perfv1.HTTPRequest{Path: "/admin/profiling", Body: "off"}}},
 		},
@@ -305,7 +312,7 @@ func seedExperiment() *perfv1.PerfExperiment {
 func envExperiment() *perfv1.PerfExperiment {
 	e := seedExperiment()
 	v := "on"
-	e.Spec.Toggle = perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &v}}
+	e.Spec.Toggle = &perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &v}}
 	return e
 }
 

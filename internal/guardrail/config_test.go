@@ -13,7 +13,7 @@ import (
 func TestConfigFrom(t *testing.T) {
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	defaulted := func(edit func(*perfv1.PerfExperimentSpec)) *perfv1.PerfExperimentSpec {
-		e := &perfv1.PerfExperiment{}
+		e := &perfv1.PerfExperiment{Spec: perfv1.PerfExperimentSpec{Toggle: &perfv1.ToggleSpec{JVMOption: "-Xint"}}}
 		e.Default()
 		if edit != nil {
 			edit(&e.Spec)
@@ -35,8 +35,10 @@ func TestConfigFrom(t *testing.T) {
 			s.Guardrails.MaxRestarts = 2
 			s.Metrics.Interval = "30s"
 		}), Config{MaxGrowthPerMinute: 1 << 30, MaxUtilization: 0.855, ConsecutiveBreaches: 5, MaxRestarts: 2, Interval: 30 * time.Second}, ""},
-		{"not defaulted", &perfv1.PerfExperimentSpec{},
+		{"not defaulted", &perfv1.PerfExperimentSpec{Toggle: &perfv1.ToggleSpec{JVMOption: "-Xint"}},
 			Config{MaxGrowthPerMinute: 100 << 20, MaxUtilization: 0.9, ConsecutiveBreaches: 3, Interval: 15 * time.Second}, ""},
+		{"load-only sweep: no growth rule", defaulted(func(s *perfv1.PerfExperimentSpec) { s.Toggle = nil }),
+			Config{MaxGrowthPerMinute: 100 << 20, MaxUtilization: 0.9, ConsecutiveBreaches: 3, Interval: 15 * time.Second, NoGrowth: true}, ""},
 		{"decimal quantity", defaulted(func(s *perfv1.PerfExperimentSpec) { s.Guardrails.Heap.MaxGrowthPerMinute = q("500M") }),
 			Config{MaxGrowthPerMinute: 500e6, MaxUtilization: 0.9, ConsecutiveBreaches: 3, Interval: 15 * time.Second}, ""},
 		{"zero growth", defaulted(func(s *perfv1.PerfExperimentSpec) { s.Guardrails.Heap.MaxGrowthPerMinute = q("0") }),

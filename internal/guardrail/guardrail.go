@@ -48,13 +48,17 @@ type Config struct {
 	MaxRestarts int32
 	// Interval is the sampling interval (spec.metrics.interval).
 	Interval time.Duration
+	// NoGrowth turns the growth rule off: in a load-only sweep the heap rises
+	// with each stage's load, which is no leak. The memory limit, OOM kills and
+	// restarts are still judged.
+	NoGrowth bool
 }
 
 // ConfigFrom reads the guardrails of a defaulted spec. Unset fields take the
 // API's defaults, so a spec that skipped defaulting still works.
 func ConfigFrom(spec *perfv1.PerfExperimentSpec) (Config, error) {
 	g := spec.Guardrails
-	c := Config{MaxRestarts: g.MaxRestarts, ConsecutiveBreaches: int(g.Heap.ConsecutiveBreaches)}
+	c := Config{MaxRestarts: g.MaxRestarts, ConsecutiveBreaches: int(g.Heap.ConsecutiveBreaches), NoGrowth: !spec.HasToggle()}
 	growth := resourceDefault(g.Heap.MaxGrowthPerMinute)
 	c.MaxGrowthPerMinute = growth.AsApproximateFloat64()
 	if !(c.MaxGrowthPerMinute > 0) {
@@ -221,7 +225,7 @@ func (s *State) observeSample(cfg Config, smp metrics.Sample, limitBytes float64
 			formatBytes(limitBytes), formatPercent(cfg.MaxUtilization))}
 	}
 	series, v, ok := p.value(smp.HeapBytes, smp.WorkingSetBytes, smp.Time)
-	if !ok || !p.add(smp.Time, series, v, cfg.Interval) || !check {
+	if !ok || !p.add(smp.Time, series, v, cfg.Interval) || !check || cfg.NoGrowth {
 		return breach
 	}
 	w := workspaces.Get().(*workspace)

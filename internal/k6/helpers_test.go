@@ -22,7 +22,7 @@ func testExperiment() *perfv1.PerfExperiment {
 				}},
 			}},
 			Stages: []perfv1.StageSpec{{QPS: 500}, {QPS: 1000}},
-			Toggle: perfv1.ToggleSpec{JVMOption: "-XX:+UseSerialGC"},
+			Toggle: &perfv1.ToggleSpec{JVMOption: "-XX:+UseSerialGC"},
 		},
 	}
 	exp.Default()

@@ -19,7 +19,8 @@ import (
 // Kubernetes sets in every pod of an Indexed Job, and EnvSummaryPath and
 // EnvSummaryLimit, which only tests change.
 const (
-	EnvQPS             = "PERF_QPS"              // the whole window's arrival rate
+	EnvQPS             = "PERF_QPS"              // the whole window's arrival rate (0 for closed-loop load)
+	EnvVUs             = "PERF_VUS"              // the whole window's closed-loop virtual users (0 for an arrival rate)
 	EnvPods            = "PERF_PODS"             // the window's k6 pods; each runs its share of EnvQPS
 	EnvDuration        = "PERF_DURATION"         // how long the load runs, as a Go duration
 	EnvPreAllocatedVUs = "PERF_PREALLOCATED_VUS" // per pod
@@ -66,7 +67,8 @@ var (
 )
 
 // BuildJob returns the k6 Job of one window. exp must be defaulted. The Job runs
-// min(parallelism, QPS) pods as an Indexed Job whose pods split the rate exactly,
+// min(parallelism, QPS or VUs) pods as an Indexed Job whose pods split the rate
+// (or the virtual users) exactly,
 // prefers nodes without the target's pods (targetPodLabels; nil to skip), and is
 // never retried: a second attempt would load the window twice. Owner references
 // are left to the caller.
@@ -74,8 +76,8 @@ func BuildJob(exp *perfv1.PerfExperiment, w Window, targetPodLabels map[string]s
 	if exp.Name == "" {
 		return nil, fmt.Errorf("the experiment has no name")
 	}
-	if w.QPS < 1 {
-		return nil, fmt.Errorf("window QPS %d is below 1", w.QPS)
+	if (w.QPS > 0) == (w.VUs > 0) || w.QPS < 0 || w.VUs < 0 {
+		return nil, fmt.Errorf("window has QPS %d and VUs %d: exactly one must be at least 1", w.QPS, w.VUs)
 	}
 	if w.Duration < time.Second {
 		return nil, fmt.Errorf("window duration %s is shorter than 1s", w.Duration)
@@ -88,9 +90,9 @@ func BuildJob(exp *perfv1.PerfExperiment, w Window, targetPodLabels map[string]s
 	if k6.Image == "" || k6.Parallelism < 1 {
 		return nil, fmt.Errorf("spec.load.k6 has no image or parallelism: call Default() on the experiment first")
 	}
-	// A pod must run at least 1 req/s, so a window slower than the parallelism
-	// runs on fewer pods.
-	pods := min(k6.Parallelism, w.QPS)
+	// A pod must run at least 1 req/s (or one VU), so a window slower than the
+	// parallelism runs on fewer pods.
+	pods := min(k6.Parallelism, w.load())
 	deadline := w.Duration + timeout + gracefulStopMargin + startupGrace
 	if exp.Spec.Load.ScriptRef != nil {
 		deadline += userHooksGrace
@@ -188,6 +190,9 @@ func container(exp *perfv1.PerfExperiment, w Window, name string, pods int32) co
 	k6 := &exp.Spec.Load.K6
 	res := resources(k6.Resources)
 	preVUs, maxVUs := virtualUsers(k6, ceilDiv(w.QPS, pods), res.Limits.Memory())
+	if w.VUs > 0 { // closed loop: each pod runs exactly its share of the users
+		preVUs, maxVUs = ceilDiv(w.VUs, pods), ceilDiv(w.VUs, pods)
+	}
 	return corev1.Container{
 		Name:                     ContainerName,
 		Image:                    k6.Image,
@@ -235,6 +240,9 @@ func env(w Window, name string, pods, preVUs, maxVUs int32, memoryLimit *resourc
 		// operator's scripts need none, and a pod must download nothing.
 		{Name: "K6_AUTO_EXTENSION_RESOLUTION", Value: "false"},
 		{Name: "K6_NO_USAGE_REPORT", Value: "true"},
+	}
+	if w.VUs > 0 {
+		vars = append(vars, corev1.EnvVar{Name: EnvVUs, Value: strconv.Itoa(int(w.VUs))})
 	}
 	if !memoryLimit.IsZero() {
 		// Keep Go's heap under the limit, so k6 collects garbage before the kernel

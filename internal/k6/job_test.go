@@ -1,6 +1,7 @@
 package k6
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -359,6 +360,8 @@ func TestBuildJobRefuses(t *testing.T) {
 		w    Window
 	}{
 		{"no QPS", nil, Window{Stage: 0, Variant: perfv1.VariantBaseline, Duration: time.Minute}},
+		{"both QPS and VUs", nil, Window{Stage: 0, Variant: perfv1.VariantBaseline, QPS: 10, VUs: 2, Duration: time.Minute}},
+		{"negative VUs", nil, Window{Stage: 0, Variant: perfv1.VariantBaseline, VUs: -2, Duration: time.Minute}},
 		{"too short", nil, Window{Stage: 0, Variant: perfv1.VariantBaseline, QPS: 10, Duration: 500 * time.Millisecond}},
 		{"not defaulted", func(e *perfv1.PerfExperiment) { e.Spec.Load.K6 = perfv1.K6Spec{} }, baseline1},
 		{"bad timeout", func(e *perfv1.PerfExperiment) { e.Spec.Load.Timeout = "soon" }, baseline1},
@@ -373,6 +376,35 @@ func TestBuildJobRefuses(t *testing.T) {
 				t.Error("no error")
 			}
 		})
+	}
+}
+
+// TestBuildJobClosedLoop checks a concurrency window's Job: no more pods than
+// users, each pod's VUs exactly its share, and the window's users in PERF_VUS.
+func TestBuildJobClosedLoop(t *testing.T) {
+	for _, tc := range []struct {
+		parallelism, vus, pods, perPod int32
+	}{{1, 10, 1, 10}, {4, 2, 2, 1}, {3, 10, 3, 4}} {
+		exp := testExperiment()
+		exp.Spec.Load.K6.Parallelism = tc.parallelism
+		job, err := BuildJob(exp, Window{Stage: 1, Variant: perfv1.VariantBaseline, VUs: tc.vus, Duration: time.Minute}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *job.Spec.Completions != tc.pods || *job.Spec.Parallelism != tc.pods {
+			t.Errorf("%+v: %d completions, %d parallel, want %d pods", tc, *job.Spec.Completions, *job.Spec.Parallelism, tc.pods)
+		}
+		env := map[string]string{}
+		for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		want := map[string]string{EnvQPS: "0", EnvVUs: fmt.Sprint(tc.vus), EnvPods: fmt.Sprint(tc.pods),
+			EnvPreAllocatedVUs: fmt.Sprint(tc.perPod), EnvMaxVUs: fmt.Sprint(tc.perPod)}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%+v: %s=%q, want %q", tc, k, env[k], v)
+			}
+		}
 	}
 }
 

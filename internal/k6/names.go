@@ -26,8 +26,12 @@ type Window struct {
 	Stage int32
 	// Variant is warmup, baseline, settle or treatment.
 	Variant perfv1.Variant
-	// QPS is the target arrival rate of the whole window (all pods together).
+	// QPS is the target arrival rate of the whole window (all pods together),
+	// or 0 when VUs is set.
 	QPS int32
+	// VUs is the closed-loop virtual users of the whole window (all pods
+	// together), or 0 for an arrival rate.
+	VUs int32
 	// Duration is how long k6 runs.
 	Duration time.Duration
 	// ToggleOff marks a settle window that follows the toggle's revert (its load
@@ -36,6 +40,9 @@ type Window struct {
 	// name must tell them apart.
 	ToggleOff bool
 }
+
+// load is the window's QPS or VUs, whichever is set.
+func (w Window) load() int32 { return max(w.QPS, w.VUs) }
 
 // Labels the operator puts on k6 Jobs and pods, besides perfv1.LabelExperiment.
 const (

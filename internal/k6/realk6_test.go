@@ -363,3 +363,64 @@ func TestRealK6TargetDown(t *testing.T) {
 		t.Errorf("a refusing target: %+v, %q", load, invalid)
 	}
 }
+
+// TestRealK6ClosedLoop runs a concurrency window: 3 virtual users on two pods
+// (2 + 1) against a server that serves one request at a time in 10 ms. A closed
+// loop never has more requests in flight than users, keeps the server busy
+// (about 100 req/s) and waits in its queue (Little's law: 3 users at 100 req/s
+// see about 30 ms).
+func TestRealK6ClosedLoop(t *testing.T) {
+	var (
+		mu                sync.Mutex
+		inFlight, maxSeen atomic.Int64
+		served            atomic.Int64
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /one", func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := maxSeen.Load()
+			if n <= m || maxSeen.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		mu.Lock()
+		time.Sleep(10 * time.Millisecond)
+		mu.Unlock()
+		served.Add(1)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	exp := testExperiment()
+	exp.Spec.Target.URL = srv.URL
+	exp.Spec.Load.Requests = []perfv1.RequestSpec{{Method: "GET", Path: "/one", Weight: 1}}
+	exp.Spec.Load.K6.Parallelism = 2
+	w := Window{Stage: 0, Variant: perfv1.VariantBaseline, VUs: 3, Duration: 5 * time.Second}
+	results := runK6(t, exp, w, "")
+	if t.Failed() {
+		return
+	}
+	load, invalid := Combine(results, w)
+	t.Logf("achieved %.1f req/s, %d requests, p50 %.1f ms, p99 %.1f ms, at most %d in flight", load.AchievedQPS, load.Requests, load.P50Ms, load.P99Ms, maxSeen.Load())
+	if len(invalid) > 0 {
+		t.Errorf("window flagged: %q", invalid)
+	}
+	for i, r := range results {
+		if r.VUs != 3 || r.QPS != 0 || r.Rate != 0 || r.Pods != 2 || r.Index != int32(i) {
+			t.Errorf("pod %d reported vus %d, qps %d, rate %d, index %d of %d", i, r.VUs, r.QPS, r.Rate, r.Index, r.Pods)
+		}
+	}
+	if got := maxSeen.Load(); got != 3 {
+		t.Errorf("at most %d requests were in flight, want exactly the 3 users", got)
+	}
+	if served.Load() != load.Requests || load.Failures != 0 || load.DroppedIterations != 0 {
+		t.Errorf("server served %d, k6 counted %d (failures %d, dropped %d)", served.Load(), load.Requests, load.Failures, load.DroppedIterations)
+	}
+	if load.AchievedQPS < 70 || load.AchievedQPS > 101 {
+		t.Errorf("achieved %.1f req/s, want about the server's 100 (one 10 ms request at a time)", load.AchievedQPS)
+	}
+	if load.P50Ms < 20 || load.P50Ms > 45 {
+		t.Errorf("p50 %.1f ms, want about 30 (3 users queued behind one 10 ms server)", load.P50Ms)
+	}
+}

@@ -30,8 +30,9 @@ type PodResult struct {
 	// generated script each is one request.
 	Iterations int64
 	// Index and Pods are the pod's JOB_COMPLETION_INDEX and the window's pod
-	// count; QPS is the whole window's rate as the pod saw it and Rate its share.
-	Index, Pods, QPS, Rate int32
+	// count; QPS is the whole window's rate as the pod saw it and Rate its share;
+	// VUs the whole window's closed-loop virtual users (0 for an arrival rate).
+	Index, Pods, QPS, Rate, VUs int32
 	// Window is the Job name the pod ran for.
 	Window string
 	// Start is when the pod's k6 run started (after its VUs were initialized): the
@@ -50,6 +51,7 @@ type summary struct {
 	Pods       int32        `json:"pods"`
 	QPS        int32        `json:"qps"`
 	Rate       int32        `json:"rate"`
+	VUs        int32        `json:"vus"`
 	StartMs    int64        `json:"startMs"`
 	DurationMs float64      `json:"durationMs"`
 	Requests   int64        `json:"requests"`
@@ -94,7 +96,7 @@ func ParseResult(terminationMessage string) (*PodResult, error) {
 		Requests: s.Requests, Failures: s.Failures, DroppedIterations: s.Dropped, Iterations: s.Iterations,
 		P50Ms: s.P50, P95Ms: s.P95, P99Ms: s.P99, MaxMs: s.Max,
 		DurationSeconds: s.DurationMs / 1000,
-		Index:           s.Index, Pods: s.Pods, QPS: s.QPS, Rate: s.Rate, Window: s.Window,
+		Index:           s.Index, Pods: s.Pods, QPS: s.QPS, Rate: s.Rate, VUs: s.VUs, Window: s.Window,
 		Start: time.UnixMilli(s.StartMs).UTC(),
 	}
 	if s.Hist != nil {
@@ -115,6 +117,8 @@ func (s *summary) validate() error {
 		return fmt.Errorf("negative counts (requests %d, iterations %d, failures %d, dropped %d)", s.Requests, s.Iterations, s.Failures, s.Dropped)
 	case s.Failures > s.Requests:
 		return fmt.Errorf("%d failures of %d requests", s.Failures, s.Requests)
+	case s.QPS < 0 || s.VUs < 0:
+		return fmt.Errorf("negative load (qps %d, vus %d)", s.QPS, s.VUs)
 	case s.DurationMs < 0 || s.P50 < 0 || s.P95 < 0 || s.P99 < 0 || s.Max < 0:
 		return errors.New("negative duration or latency")
 	}
@@ -189,8 +193,11 @@ func selectPods(results []*PodResult, w Window) ([]*PodResult, []string) {
 			seen[r.Index] = true
 			expected = max(expected, r.Pods)
 		}
-		if r.QPS > 0 && r.QPS != w.QPS {
+		switch {
+		case r.QPS > 0 && r.QPS != w.QPS:
 			invalid = append(invalid, fmt.Sprintf("k6 pod %d ran a %d req/s window, not %d: its results belong to another window", r.Index, r.QPS, w.QPS))
+		case r.VUs > 0 && r.VUs != w.VUs:
+			invalid = append(invalid, fmt.Sprintf("k6 pod %d ran a window of %d virtual users, not %d: its results belong to another window", r.Index, r.VUs, w.VUs))
 		}
 		pods = append(pods, r)
 	}

@@ -390,7 +390,7 @@ func experiment(ns string, toggle perfv1.ToggleSpec) *perfv1.PerfExperiment {
 			Stages:  []perfv1.StageSpec{{QPS: 10}},
 			Windows: perfv1.WindowsSpec{Baseline: "20s", Treatment: "20s", Settle: "0s"},
 			Metrics: perfv1.MetricsSpec{Interval: "5s"},
-			Toggle:  toggle,
+			Toggle:  &toggle,
 		},
 	}
 }

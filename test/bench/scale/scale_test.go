@@ -96,7 +96,7 @@ func experiment(p params, i int, port int32, promURL string) *perfv1.PerfExperim
 			Windows: perfv1.WindowsSpec{Baseline: perfv1.Duration(p.baseline.String()), Treatment: perfv1.Duration(p.treatment.String()), Settle: "0s"},
 			Metrics: perfv1.MetricsSpec{Source: perfv1.MetricsSourcePrometheus, Interval: perfv1.Duration(p.interval.String()),
 				Prometheus: &perfv1.PrometheusSpec{URL: promURL}},
-			Toggle: perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{Port: port, Timeout: perfv1.Duration(p.toggleTimeout),
+			Toggle: &perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{Port: port, Timeout: perfv1.Duration(p.toggleTimeout),
 				HTTPRequest: perfv1.HTTPRequest{Path: "/admin/profiling", Method: "POST", Body: "on"},
 				Revert:      perfv1.HTTPRequest{Path: "/admin/profiling", Method: "POST", Body: "off"}}},
 		},
