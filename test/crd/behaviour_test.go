@@ -107,6 +107,10 @@ func TestSpecIsImmutableOnceStartedExceptAbort(t *testing.T) {
 		"warmup":    func(e *perfv1.PerfExperiment) { e.Spec.Warmup = nil },
 		"criteria":  func(e *perfv1.PerfExperiment) { e.Spec.SuccessCriteria = nil },
 		"guardrail": func(e *perfv1.PerfExperiment) { e.Spec.Guardrails.ErrorRate = "50%" },
+		"knee":      func(e *perfv1.PerfExperiment) { e.Spec.Knee.P99Factor = 10 },
+		"toggle removed": func(e *perfv1.PerfExperiment) {
+			e.Spec.Toggle, e.Spec.SuccessCriteria = nil, nil
+		},
 	}
 	for name, edit := range edits {
 		t.Run(name, func(t *testing.T) {
@@ -125,6 +129,37 @@ func TestSpecIsImmutableOnceStartedExceptAbort(t *testing.T) {
 	exp.Spec.Abort = true
 	if err := k8s.Update(ctx, exp); err != nil {
 		t.Fatalf("setting spec.abort on a started experiment refused: %v", err)
+	}
+
+	// A started load-only sweep (no toggle to compare) is held the same way.
+	sweep := &perfv1.PerfExperiment{}
+	u = base(t)
+	u.SetName("immutable-sweep")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sweep); err != nil {
+		t.Fatal(err)
+	}
+	sweep.Spec.Toggle, sweep.Spec.SuccessCriteria = nil, nil
+	if err := k8s.Create(ctx, sweep); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, sweep) })
+	sweep.Status.Phase = perfv1.PhaseBaseline
+	if err := k8s.Status().Update(ctx, sweep); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(*perfv1.PerfExperiment){
+		"stages":       func(e *perfv1.PerfExperiment) { e.Spec.Stages[0] = perfv1.StageSpec{Concurrency: 4} },
+		"toggle added": func(e *perfv1.PerfExperiment) { e.Spec.Toggle = &perfv1.ToggleSpec{JVMOption: "-Xint"} },
+	} {
+		changed := sweep.DeepCopy()
+		edit(changed)
+		if err := k8s.Update(ctx, changed); err == nil || !strings.Contains(err.Error(), "only spec.abort may change") {
+			t.Errorf("sweep %s: want the edit refused naming spec.abort, got %v", name, err)
+		}
+	}
+	sweep.Spec.Abort = true
+	if err := k8s.Update(ctx, sweep); err != nil {
+		t.Fatalf("setting spec.abort on a started sweep refused: %v", err)
 	}
 }
 
