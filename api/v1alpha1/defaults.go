@@ -187,9 +187,12 @@ func (s *PerfExperimentSpec) StageName(i int) string {
 	return strconv.Itoa(int(st.QPS))
 }
 
-// LoadLabel is a stage's load as people say it: "1000qps" or "10 VUs".
+// LoadLabel is a stage's load as people say it: "1000qps", "1 VU" or "10 VUs".
 func (st StageSpec) LoadLabel() string {
-	if st.Concurrency > 0 {
+	switch {
+	case st.Concurrency == 1:
+		return "1 VU"
+	case st.Concurrency > 0:
 		return strconv.Itoa(int(st.Concurrency)) + " VUs"
 	}
 	return strconv.Itoa(int(st.QPS)) + "qps"
