@@ -16,6 +16,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -92,6 +94,9 @@ func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 			t.Errorf("window %s of stage %d not valid: %v", w.Variant, w.Stage, w.Invalid)
 		}
 	}
+	// The example's criteria allow +5 % CPU: a +20 % switch fails them, and
+	// the CI gate (the Passed condition) says so.
+	assertGate(t, done, perfv1.VerdictFail)
 	assertTargetRestored(t, ns, toy, before)
 	for _, p := range podsOf(t, ns, toy) {
 		if s := switchState(t, p, "profiling"); s != "off" {
@@ -100,6 +105,33 @@ func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 	}
 	assertNoJobs(t, ns)
 	assertNoRestarts(t, ns, toy)
+}
+
+// assertGate checks a completed run's verdict and its CI gate: the Passed
+// condition True (CriteriaMet) on Pass, False (CriteriaExceeded) on Fail, and
+// the stage rows agreeing with the verdict.
+func assertGate(t *testing.T, done *perfv1.PerfExperiment, want perfv1.Verdict) {
+	t.Helper()
+	if done.Status.Verdict != want {
+		t.Errorf("verdict %s, want %s; summary %+v", done.Status.Verdict, want, done.Status.Summary)
+	}
+	p := meta.FindStatusCondition(done.Status.Conditions, perfv1.ConditionPassed)
+	switch {
+	case p == nil:
+		t.Errorf("no Passed condition with spec.successCriteria set")
+	case want == perfv1.VerdictPass && (p.Status != metav1.ConditionTrue || p.Reason != perfv1.ReasonCriteriaMet),
+		want == perfv1.VerdictFail && (p.Status != metav1.ConditionFalse || p.Reason != perfv1.ReasonCriteriaExceeded):
+		t.Errorf("Passed %s (%s: %s) for verdict %s", p.Status, p.Reason, p.Message, want)
+	}
+	failed := 0
+	for _, row := range done.Status.Summary {
+		if row.Verdict == perfv1.VerdictFail {
+			failed++
+		}
+	}
+	if (failed > 0) != (want == perfv1.VerdictFail) {
+		t.Errorf("%d of %d stages failed for a %s verdict", failed, len(done.Status.Summary), want)
+	}
 }
 
 // The death spiral: memory tracking retains 64 KiB per request. The guardrail
