@@ -38,7 +38,7 @@ func logTransitions(log logr.Logger, before, after *perfv1.PerfExperimentStatus)
 			old = &before.Windows[i]
 		}
 		if old == nil {
-			log.Info("window opened", "stage", w.Stage, "qps", w.QPS, "variant", w.Variant, "job", w.Job)
+			log.Info("window opened", "stage", w.Stage, "qps", w.QPS, "concurrency", w.Concurrency, "variant", w.Variant, "job", w.Job)
 		}
 		if w.End != nil && (old == nil || old.End == nil) {
 			points := int32(0)
@@ -46,7 +46,7 @@ func logTransitions(log logr.Logger, before, after *perfv1.PerfExperimentStatus)
 				points = w.Series.Points
 			}
 			valid := w.Valid == nil || *w.Valid
-			log.Info("window closed", "stage", w.Stage, "qps", w.QPS, "variant", w.Variant, "valid", valid, "invalid", w.Invalid, "points", points)
+			log.Info("window closed", "stage", w.Stage, "qps", w.QPS, "concurrency", w.Concurrency, "variant", w.Variant, "valid", valid, "invalid", w.Invalid, "points", points)
 		}
 	}
 	if before.Abort == nil && after.Abort != nil {

@@ -326,7 +326,8 @@ func shadeWindows(p *plot.Plot, st perfv1.PerfExperimentStatus, minutes func(tim
 	return nil
 }
 
-// windowLabel names a window as the legend's reader needs it: its stage and QPS.
+// windowLabel names a window as the legend's reader needs it: its stage and
+// its load (QPS, or c and the virtual users).
 func windowLabel(w perfv1.WindowStatus) string {
 	if w.Variant == perfv1.VariantWarmup {
 		return fmt.Sprintf("warm-up %dqps", w.QPS)
@@ -337,6 +338,9 @@ func windowLabel(w perfv1.WindowStatus) string {
 			arm = "B"
 		}
 		return fmt.Sprintf("s%d r%d %s", w.Stage+1, *w.Round+1, arm)
+	}
+	if w.Concurrency > 0 {
+		return fmt.Sprintf("s%d c%d %s", w.Stage+1, w.Concurrency, w.Variant)
 	}
 	return fmt.Sprintf("s%d %dqps %s", w.Stage+1, w.QPS, w.Variant)
 }

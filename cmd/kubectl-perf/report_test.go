@@ -549,7 +549,7 @@ func TestReportSweep(t *testing.T) {
 	}
 	all := strings.Join(parseSVG(t, path).texts, "\n")
 	for _, label := range []string{"throughput per stage", "p99 latency per stage", "concurrency (virtual users)", "achieved (req/s)",
-		"knee: stage c4 (capacity 335 req/s)"} {
+		"knee: stage c4 (capacity 335 req/s)", "s3 c4 baseline"} {
 		if !strings.Contains(all, label) {
 			t.Errorf("plot label %q missing", label)
 		}
