@@ -3,9 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,10 +28,19 @@ import (
 // restart loses at most the unwritten samples.
 const FlushEvery = 8
 
-// RefreshPodsEvery is how many samples reuse the target's pod list: sampling
-// every 15 s, restarts and OOM kills are seen within a minute, and a sample
-// that misses a pod lists them again at once.
-const RefreshPodsEvery = 4
+// RefreshPodsEvery is how many samples at most reuse the target's pod list
+// while nothing says the pods changed. The list (uncached: the target's pods
+// carry no label of the operator's, so no cache filtered to held targets can
+// hold them) is read again at the next sample whenever something says the pod
+// set or the pods' states may have changed: the target Deployment's rollout
+// state (its generation, replicas, updated, ready, available and unavailable
+// counts, from the cached target) moved, or a sample missed a pod. A container
+// that restarts or is OOM-killed turns its pod NotReady, which moves the
+// Deployment's ready count, so it is seen at the next sample; this count is
+// the backstop for a restart too quick to show there (every four minutes
+// sampling every 15 s). At N=1000 the list every fourth sample was the largest
+// share of the operator's requests (docs/scale.md).
+const RefreshPodsEvery = 16
 
 // SampleTimeout bounds one metrics query, so a hanging metrics API holds a
 // worker for at most this long; the failure marks the sample missing.
@@ -63,6 +74,27 @@ type pending struct {
 	// stale is set when the last sample missed a pod: the pod list may be out
 	// of date (a rollout replaced the pods), so it is listed again at once.
 	stale bool
+	// listedAt is the target's rollout state when its pods were last listed,
+	// and sinceList how many samples reused that list.
+	listedAt  podSetState
+	sinceList int
+}
+
+// podSetState is what of a target Deployment moves when its pods come, go,
+// or change readiness: a pod list taken at one state stays good until the
+// state moves (or RefreshPodsEvery samples later).
+type podSetState struct {
+	generation, observed                             int64
+	replicas, updated, ready, available, unavailable int32
+}
+
+func podSetOf(dep *appsv1.Deployment) podSetState {
+	if dep == nil {
+		return podSetState{}
+	}
+	st := dep.Status
+	return podSetState{generation: dep.Generation, observed: st.ObservedGeneration, replicas: st.Replicas,
+		updated: st.UpdatedReplicas, ready: st.ReadyReplicas, available: st.AvailableReplicas, unavailable: st.UnavailableReplicas}
 }
 
 // buffers holds every experiment's pending samples.
@@ -100,48 +132,61 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 	p := r.samples.get(key)
 	now := obs.Now
 	if engine.SampleDue(exp, p.last, now) {
-		if p.taken%RefreshPodsEvery == 0 || p.podNames == nil || p.stale {
+		if p.podNames == nil || p.stale || p.sinceList >= RefreshPodsEvery || p.listedAt != podSetOf(s.target) {
 			r.refreshPods(ctx, s, p)
 		}
 		p.stale = false
-		if err := r.takeSample(ctx, s, p, now); err != nil {
+		err := r.ensureProvider(ctx, s, p)
+		if err == nil {
+			err = r.takeSample(ctx, s, p, now)
+		}
+		if err != nil {
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
 		// The load is judged with every sample, on the readings of this one.
 		obs.Live = r.readLive(ctx, exp, p)
 		p.last = now
 		p.taken++
+		p.sinceList++
 	}
 	obs.Samples, obs.SampleFailures, obs.LastPendingSample, obs.Pods = p.samples, p.failures, p.last, p.pods
 	obs.ToggleError = p.toggleError
 }
 
+// ensureProvider resolves the experiment's metrics provider once: it keeps
+// the one it started with for its whole run.
+func (r *PerfExperimentReconciler) ensureProvider(ctx context.Context, s *scope, p *pending) error {
+	if p.provider != nil {
+		return nil
+	}
+	exp := s.exp
+	if r.Metrics == nil {
+		return fmt.Errorf("no metrics source configured")
+	}
+	choose := func() (metrics.Provider, error) {
+		prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
+		return prov, err
+	}
+	if !r.ShareMetrics {
+		prov, err := choose()
+		if err != nil {
+			return err
+		}
+		p.provider = prov
+		return nil
+	}
+	// Experiments with the same spec.metrics share the choice of source and
+	// their queries.
+	prov, err := r.sharedMetrics.provider(exp.Spec.Metrics, r.Clock.Now(), choose)
+	if err != nil {
+		return err
+	}
+	p.provider = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
+	return nil
+}
+
 func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *pending, now time.Time) error {
 	exp := s.exp
-	if p.provider == nil {
-		if r.Metrics == nil {
-			return fmt.Errorf("no metrics source configured")
-		}
-		choose := func() (metrics.Provider, error) {
-			prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
-			return prov, err
-		}
-		if r.ShareMetrics {
-			// Experiments with the same spec.metrics share the choice of
-			// source and their queries.
-			prov, err := r.sharedMetrics.provider(exp.Spec.Metrics, r.Clock.Now(), choose)
-			if err != nil {
-				return err
-			}
-			p.provider = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
-		} else {
-			prov, err := choose()
-			if err != nil {
-				return err
-			}
-			p.provider = prov
-		}
-	}
 	if s.target == nil {
 		return fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)
 	}
@@ -159,6 +204,11 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 	for i := range got {
 		got[i].Time = now // one instant per sample, on the operator's clock
 	}
+	for _, smp := range got {
+		if !slices.Contains(p.podNames, smp.Pod) {
+			p.stale = true // a pod not in the list: list again
+		}
+	}
 	complete := metrics.Expect(got, p.ready)
 	p.samples = append(p.samples, complete...)
 	if len(complete) > len(got) {
@@ -175,6 +225,7 @@ func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, s *scope, p 
 		return
 	}
 	p.pods, p.podNames, p.ready = nil, []string{}, nil
+	p.listedAt, p.sinceList = podSetOf(s.target), 0
 	for _, pod := range live {
 		p.podNames = append(p.podNames, pod.Name)
 		p.pods = append(p.pods, podState(&pod, s.container))
