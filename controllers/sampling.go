@@ -78,6 +78,9 @@ type pending struct {
 	// and sinceList how many samples reused that list.
 	listedAt  podSetState
 	sinceList int
+	// joined is set once the first sample has asked to join the shared
+	// metrics query (joinShared): it waits for it at most once.
+	joined bool
 }
 
 // podSetState is what of a target Deployment moves when its pods come, go,
@@ -137,6 +140,17 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 		}
 		p.stale = false
 		err := r.ensureProvider(ctx, s, p)
+		if err == nil && p.taken == 0 && !p.joined {
+			p.joined = true
+			if due, interval := r.joinShared(ctx, s, p); due.After(now) {
+				// The first sample waits for the next shared fetch instead of
+				// querying alone: the wake for the next sample is then.
+				p.last = due.Add(-interval)
+				obs.LastPendingSample = p.last
+				obs.ToggleError = p.toggleError
+				return
+			}
+		}
 		if err == nil {
 			err = r.takeSample(ctx, s, p, now)
 		}
@@ -183,6 +197,22 @@ func (r *PerfExperimentReconciler) ensureProvider(ctx context.Context, s *scope,
 	}
 	p.provider = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
 	return nil
+}
+
+// joinShared puts an experiment's pods into its shared metrics query and
+// returns when that query's next fetch is due, with the sampling interval,
+// if the last fetch is too recent to be repeated and lacks the pods; the zero
+// time when the sample can be taken now without a query of its own (or
+// sharing is off). An experiment's first sample would otherwise query alone: at N=1000
+// those were nearly all the metrics queries (docs/scale.md). The wait is at
+// most a third of the interval, before any toggle (only the first sample of a
+// run, or of a restarted operator, waits).
+func (r *PerfExperimentReconciler) joinShared(ctx context.Context, s *scope, p *pending) (time.Time, time.Duration) {
+	sp, ok := p.provider.(*sharedProvider)
+	if !ok || s.target == nil {
+		return time.Time{}, 0
+	}
+	return sp.joinNext(ctx, metrics.Target{Namespace: s.exp.Namespace, Pods: p.podNames, Container: s.container}), sp.interval
 }
 
 func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *pending, now time.Time) error {
