@@ -78,6 +78,9 @@ type pending struct {
 	// and sinceList how many samples reused that list.
 	listedAt  podSetState
 	sinceList int
+	// written is the resourceVersion of this reconciler's last status write
+	// (decidedOnCurrent).
+	written string
 	// joined is set once the first sample has asked to join the shared
 	// metrics query (joinShared): it waits for it at most once.
 	joined bool

@@ -85,6 +85,8 @@ func (r *PerfExperimentReconciler) summarize(ctx context.Context, s *scope, d *e
 		patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 		if err := r.Status().Patch(ctx, exp, patch); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			log.FromContext(ctx).Error(err, "recording the failed action in status")
+		} else if err == nil {
+			p.written = exp.ResourceVersion
 		}
 	}
 	if out.refused {
@@ -169,6 +171,9 @@ func (r *PerfExperimentReconciler) recordEnding(exp *perfv1.PerfExperiment, d *e
 // object. Only a status that moved on makes the reconcile decide again.
 func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp *perfv1.PerfExperiment) error {
 	err := r.Status().Patch(ctx, exp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if err == nil {
+		r.samples.get(client.ObjectKeyFromObject(exp)).written = exp.ResourceVersion
+	}
 	if !apierrors.IsConflict(err) {
 		return err
 	}
@@ -186,5 +191,6 @@ func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp 
 		return err
 	}
 	exp.ResourceVersion = next.ResourceVersion
+	r.samples.get(client.ObjectKeyFromObject(exp)).written = exp.ResourceVersion
 	return nil
 }
