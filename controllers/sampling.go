@@ -23,9 +23,10 @@ import (
 // written. Every status write costs a PATCH and, in the operator, encoding,
 // sending and decoding the whole experiment twice (the answer and the watch
 // event): at N=1000 the largest share of its CPU (test/bench/scale). Sampling
-// every 15 s, the status is written every two minutes, and whenever anything
-// but samples changes (a window, the toggle, a guardrail breach: at once). A
-// restart loses at most the unwritten samples.
+// every 15 s, the status is written two minutes after it was last written, and
+// whenever anything but samples changes (a window, the toggle, a guardrail
+// breach: at once, with the samples waiting). A restart loses at most the
+// unwritten samples.
 const FlushEvery = 8
 
 // RefreshPodsEvery is how many samples at most reuse the target's pod list
@@ -58,8 +59,10 @@ type pending struct {
 	failures []engine.SampleFailure
 	last     time.Time
 	taken    int
-	pods     []guardrail.PodState
-	podNames []string
+	// unflushed counts the samples taken since the status was last written.
+	unflushed int
+	pods      []guardrail.PodState
+	podNames  []string
 	// ready are the live pods that are ready: a sample must have a usable
 	// value for each of them, or its instant is missing (metrics.Expect).
 	ready    []string
@@ -164,6 +167,7 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 		obs.Live = r.readLive(ctx, exp, p)
 		p.last = now
 		p.taken++
+		p.unflushed++
 		p.sinceList++
 	}
 	obs.Samples, obs.SampleFailures, obs.LastPendingSample, obs.Pods = p.samples, p.failures, p.last, p.pods
@@ -294,7 +298,7 @@ func podState(pod *corev1.Pod, container string) guardrail.PodState {
 // flushDue reports whether the status must be written: anything but samples
 // changed, enough samples wait, or the run is no longer sampling.
 func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending) bool {
-	return len(p.samples) == 0 || len(p.failures) > 0 || p.taken%FlushEvery == 0 || !equalButSamples(before, after)
+	return len(p.samples) == 0 || len(p.failures) > 0 || p.unflushed >= FlushEvery || !equalButSamples(before, after)
 }
 
 // equalButSamples compares two statuses ignoring what samples change: the
@@ -312,7 +316,7 @@ func equalButSamples(a, b *perfv1.PerfExperimentStatus) bool {
 
 // flushed forgets the samples now persisted.
 func (p *pending) flushed() {
-	p.samples, p.failures = nil, nil
+	p.samples, p.failures, p.unflushed = nil, nil, 0
 }
 
 // judged counts the sample instants this write persisted that the guardrails
