@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -131,7 +130,8 @@ func run(o options) error {
 		}
 	}
 	if o.metricsSecure {
-		mgrOpts.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		// A TokenReview and a SubjectAccessReview per caller (metricsauth.go).
+		mgrOpts.Metrics.FilterProvider = metricsAuthFilter
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
