@@ -84,6 +84,10 @@ type pending struct {
 	// written is the resourceVersion of this reconciler's last status write
 	// (decidedOnCurrent).
 	written string
+	// hash is the held target's templateHash at version hashAt of the
+	// Deployment hashOf (heldTemplateHash).
+	hashOf       types.UID
+	hashAt, hash string
 	// joined is set once the first sample has asked to join the shared
 	// metrics query (joinShared): it waits for it at most once.
 	joined bool
