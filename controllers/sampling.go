@@ -156,7 +156,7 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 				// The first sample waits for the next shared fetch instead of
 				// querying alone: the wake for the next sample is then.
 				p.last = due.Add(-interval)
-				obs.LastPendingSample = p.last
+				obs.Samples, obs.SampleFailures, obs.LastPendingSample, obs.Pods = p.samples, p.failures, p.last, p.pods
 				obs.ToggleError = p.toggleError
 				return
 			}
