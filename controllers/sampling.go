@@ -306,16 +306,25 @@ func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending) bool {
 }
 
 // equalButSamples compares two statuses ignoring what samples change: the
-// measurement state and the windows' series.
+// measurement state and the windows' series. It runs at every sample, so it
+// compares shallow copies instead of deep ones.
 func equalButSamples(a, b *perfv1.PerfExperimentStatus) bool {
-	x, y := a.DeepCopy(), b.DeepCopy()
-	for _, s := range []*perfv1.PerfExperimentStatus{x, y} {
-		s.Measurement = nil
-		for i := range s.Windows {
-			s.Windows[i].Series = nil
-		}
+	x, y := *a, *b
+	x.Measurement, y.Measurement = nil, nil
+	x.Windows, y.Windows = withoutSeries(a.Windows), withoutSeries(b.Windows)
+	return equality.Semantic.DeepEqual(&x, &y)
+}
+
+func withoutSeries(ws []perfv1.WindowStatus) []perfv1.WindowStatus {
+	if ws == nil {
+		return nil
 	}
-	return equality.Semantic.DeepEqual(x, y)
+	out := make([]perfv1.WindowStatus, len(ws))
+	for i := range ws {
+		out[i] = ws[i]
+		out[i].Series = nil
+	}
+	return out
 }
 
 // flushed forgets the samples now persisted.
