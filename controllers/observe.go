@@ -211,14 +211,16 @@ func rolloutOf(dep *appsv1.Deployment) engine.Rollout {
 }
 
 // observeJobs reads the experiment's k6 Jobs and their pods from the caches.
+// Both lists are only read (jobView), so they share the cached objects instead
+// of deep copies: every reconcile makes them.
 func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.PerfExperiment) (map[string]*engine.Job, error) {
 	sel := client.MatchingFields{experimentIndex: exp.Name}
 	var jobs batchv1.JobList
-	if err := r.List(ctx, &jobs, client.InNamespace(exp.Namespace), sel); err != nil {
+	if err := r.List(ctx, &jobs, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), sel); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	byJob := map[string][]*corev1.Pod{}
