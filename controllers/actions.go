@@ -336,7 +336,7 @@ func (r *PerfExperimentReconciler) recordIntent(ctx context.Context, s *scope, p
 	// patch's optimistic lock is the check that this decision is current.
 	next := s.before.DeepCopy()
 	next.Status.Toggle.Pods = pods
-	if err := r.Status().Patch(ctx, next, statusPatch(s.before)); err != nil {
+	if err := r.patchStatusFrom(ctx, s.before, next); err != nil {
 		return err
 	}
 	r.samples.get(client.ObjectKeyFromObject(s.exp)).written = next.ResourceVersion

@@ -28,7 +28,7 @@ func TestStatusPatchWritesTheStatusUnderTheOptimisticLock(t *testing.T) {
 	after.Status.CurrentStage = ""
 	after.Status.Measurement.LastError = ""
 	after.Status.Windows = append(after.Status.Windows, perfv1.WindowStatus{Stage: 0, QPS: 10, Variant: perfv1.VariantTreatment, Job: "j1"})
-	data, err := statusPatch(before).Data(after)
+	data, err := statusMergePatch{from: before, to: after}.Data(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestStatusPatchWritesTheStatusUnderTheOptimisticLock(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got.Spec, before.Spec) || got.Labels["a"] != "b" {
 		t.Errorf("the patch changed more than the status: %s", data)
 	}
-	if _, err := statusPatch(&perfv1.PerfExperiment{}).Data(after); err == nil {
+	if _, err := (statusMergePatch{from: &perfv1.PerfExperiment{}, to: after}).Data(nil); err == nil {
 		t.Error("a base without resourceVersion was patched without the lock")
 	}
 }

@@ -86,7 +86,7 @@ func (r *PerfExperimentReconciler) summarize(ctx context.Context, s *scope, d *e
 			Reason: perfv1.ReasonRetrying, Message: out.err.Error(), ObservedGeneration: exp.Generation, LastTransitionTime: now})
 	}
 	if !equality.Semantic.DeepEqual(before.Status, exp.Status) {
-		if err := r.Status().Patch(ctx, exp, statusPatch(before)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := r.patchStatusFrom(ctx, before, exp); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			log.FromContext(ctx).Error(err, "recording the failed action in status")
 		} else if err == nil {
 			p.written = exp.ResourceVersion
@@ -173,7 +173,7 @@ func (r *PerfExperimentReconciler) recordEnding(exp *perfv1.PerfExperiment, d *e
 // revert sent cannot be unsent), so the status is written onto the fresh
 // object. Only a status that moved on makes the reconcile decide again.
 func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp *perfv1.PerfExperiment) error {
-	err := r.Status().Patch(ctx, exp, statusPatch(before))
+	err := r.patchStatusFrom(ctx, before, exp)
 	if err == nil {
 		r.samples.get(client.ObjectKeyFromObject(exp)).written = exp.ResourceVersion
 	}
@@ -190,7 +190,7 @@ func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp 
 	}
 	next := fresh.DeepCopy()
 	next.Status = exp.Status
-	if err := r.Status().Patch(ctx, next, statusPatch(fresh)); err != nil {
+	if err := r.patchStatusFrom(ctx, fresh, next); err != nil {
 		return err
 	}
 	exp.ResourceVersion = next.ResourceVersion
@@ -198,25 +198,33 @@ func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp 
 	return nil
 }
 
-// statusPatch is the JSON merge patch from from's status to the patched
-// object's, under from's resourceVersion (the optimistic lock): what
-// client.MergeFromWithOptimisticLock sends to the status subresource, which
-// ignores everything but the status, computed from the two statuses alone
-// instead of from deep copies of the two whole experiments. The status write
-// was the largest item of the operator's CPU at N=1000 (docs/scale.md).
-func statusPatch(from *perfv1.PerfExperiment) client.Patch {
-	return statusMergePatch{from: from}
+// patchStatusFrom writes exp's status over base's: a JSON merge patch from the
+// one status to the other, under base's resourceVersion (the optimistic lock),
+// sent as the status subresource ignores everything but the status. It is what
+// client.MergeFromWithOptimisticLock sends, computed from the two statuses
+// alone instead of from deep copies of the two whole experiments, and the API
+// server answers with the experiment's metadata only (the new resourceVersion
+// is all the reconciler reads back) instead of the whole object to decode. The
+// status write was the largest item of the operator's CPU at N=1000
+// (docs/scale.md).
+func (r *PerfExperimentReconciler) patchStatusFrom(ctx context.Context, base, exp *perfv1.PerfExperiment) error {
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(perfv1.GroupVersion.WithKind("PerfExperiment"))
+	meta.Namespace, meta.Name = exp.Namespace, exp.Name
+	if err := r.Status().Patch(ctx, meta, statusMergePatch{from: base, to: exp}); err != nil {
+		return err
+	}
+	exp.ResourceVersion = meta.ResourceVersion
+	return nil
 }
 
-type statusMergePatch struct{ from *perfv1.PerfExperiment }
+// statusMergePatch is the JSON merge patch from from's status to to's, with
+// from's resourceVersion.
+type statusMergePatch struct{ from, to *perfv1.PerfExperiment }
 
 func (p statusMergePatch) Type() types.PatchType { return types.MergePatchType }
 
-func (p statusMergePatch) Data(obj client.Object) ([]byte, error) {
-	exp, ok := obj.(*perfv1.PerfExperiment)
-	if !ok {
-		return nil, fmt.Errorf("status patch of a %T, want a PerfExperiment", obj)
-	}
+func (p statusMergePatch) Data(client.Object) ([]byte, error) {
 	version := p.from.ResourceVersion
 	if version == "" {
 		return nil, fmt.Errorf("cannot use the optimistic lock: PerfExperiment %s has no resourceVersion", p.from.Name)
@@ -225,7 +233,7 @@ func (p statusMergePatch) Data(obj client.Object) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	after, err := json.Marshal(&exp.Status)
+	after, err := json.Marshal(&p.to.Status)
 	if err != nil {
 		return nil, err
 	}
