@@ -32,7 +32,8 @@ type liveReading struct {
 // label); the reads are HTTP requests to pod IPs, as for an http toggle.
 func (r *PerfExperimentReconciler) readLive(ctx context.Context, exp *perfv1.PerfExperiment, p *pending) []engine.LiveLoad {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), client.MatchingFields{experimentIndex: exp.Name}); err != nil {
+	// Read only: the cached pods themselves, not deep copies.
+	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), client.MatchingFields{experimentIndex: exp.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var running []*corev1.Pod

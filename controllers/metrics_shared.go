@@ -90,11 +90,12 @@ type metricsGroup struct {
 
 // sharedProvider is one experiment's view of a group.
 type sharedProvider struct {
-	inner  metrics.Provider
-	group  *metricsGroup
-	maxAge time.Duration
-	keep   time.Duration
-	now    func() time.Time
+	inner    metrics.Provider
+	group    *metricsGroup
+	interval time.Duration
+	maxAge   time.Duration
+	keep     time.Duration
+	now      func() time.Time
 }
 
 // keepFor is how many intervals a pod stays in the shared query after its
@@ -125,7 +126,7 @@ func (m *sharedMetrics) wrap(prov metrics.Provider, exp *perfv1.PerfExperiment, 
 		g = &metricsGroup{sem: make(chan struct{}, 1), wanted: map[string]time.Time{}}
 		m.groups[key] = g
 	}
-	return &sharedProvider{inner: prov, group: g, maxAge: interval / 3, keep: keepFor * interval, now: now}
+	return &sharedProvider{inner: prov, group: g, interval: interval, maxAge: interval / 3, keep: keepFor * interval, now: now}
 }
 
 func (s *sharedProvider) Name() string { return s.inner.Name() }
@@ -171,6 +172,31 @@ func (s *sharedProvider) Sample(ctx context.Context, t metrics.Target) ([]metric
 		}
 	}
 	return out, nil
+}
+
+// joinNext adds t's pods to the group's next fetch and returns when it is
+// due, if the last fetch is fresh and lacks them (Sample would query alone);
+// the zero time otherwise. A sample taken then finds the pods in a fetch made
+// since, or makes that fetch itself, for the whole group.
+func (s *sharedProvider) joinNext(ctx context.Context, t metrics.Target) time.Time {
+	if len(t.Pods) == 0 {
+		return time.Time{}
+	}
+	g := s.group
+	select {
+	case g.sem <- struct{}{}:
+	case <-ctx.Done():
+		return time.Time{}
+	}
+	defer func() { <-g.sem }()
+	now := s.now()
+	if now.Sub(g.at) >= s.maxAge || covers(g.asked, t.Pods) {
+		return time.Time{}
+	}
+	for _, p := range t.Pods {
+		g.wanted[p] = now
+	}
+	return g.at.Add(s.maxAge)
 }
 
 // fetch queries every pod asked for lately, t's included.

@@ -135,3 +135,50 @@ func TestSharedMetricsReuseTheChoiceOfSource(t *testing.T) {
 		t.Errorf("a failed choice was remembered (chosen %d times, err %v)", chosen, err)
 	}
 }
+
+// A newcomer whose pods the fresh shared answer lacks joins the next shared
+// fetch instead of querying alone: joinNext names when that fetch is due, and
+// a sample then fetches once for the whole group, the newcomer's pods
+// included. With a stale answer, or pods already covered, nothing waits.
+func TestSharedMetricsANewcomerJoinsTheNextFetch(t *testing.T) {
+	exp := func(name string) *perfv1.PerfExperiment {
+		return &perfv1.PerfExperiment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			Spec: perfv1.PerfExperimentSpec{Metrics: perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prom"}}}}
+	}
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	inner := &countingProvider{}
+	var m sharedMetrics
+	a := m.wrap(inner, exp("a"), "app", clock).(*sharedProvider)
+	b := m.wrap(inner, exp("b"), "app", clock).(*sharedProvider)
+	ctx := context.Background()
+	target := func(pods ...string) metrics.Target {
+		return metrics.Target{Namespace: "shop", Pods: pods, Container: "app"}
+	}
+	if due := a.joinNext(ctx, target("a-1")); !due.IsZero() {
+		t.Fatalf("no fetch yet: the first experiment waits until %v", due)
+	}
+	if _, err := a.Sample(ctx, target("a-1")); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	due := b.joinNext(ctx, target("b-1"))
+	if want := time.Unix(1005, 0); !due.Equal(want) {
+		t.Fatalf("b waits until %v, want %v (the answer is 5 s fresh)", due, want)
+	}
+	if len(inner.calls) != 1 {
+		t.Fatalf("joining queried: %v", inner.calls)
+	}
+	now = due
+	got, err := b.Sample(ctx, target("b-1"))
+	if err != nil || len(got) != 1 || got[0].Pod != "b-1" {
+		t.Fatalf("b's sample after the wait: %+v, %v", got, err)
+	}
+	if want := [][]string{{"a-1"}, {"a-1", "b-1"}}; !slices.EqualFunc(inner.calls, want, slices.Equal) {
+		t.Fatalf("fetches %v, want %v: one shared fetch with b's pod, no query of b's alone", inner.calls, want)
+	}
+	now = now.Add(time.Second)
+	if due := b.joinNext(ctx, target("b-1")); !due.IsZero() {
+		t.Errorf("covered pods wait until %v", due)
+	}
+}

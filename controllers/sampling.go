@@ -3,9 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,15 +23,25 @@ import (
 // written. Every status write costs a PATCH and, in the operator, encoding,
 // sending and decoding the whole experiment twice (the answer and the watch
 // event): at N=1000 the largest share of its CPU (test/bench/scale). Sampling
-// every 15 s, the status is written every two minutes, and whenever anything
-// but samples changes (a window, the toggle, a guardrail breach: at once). A
-// restart loses at most the unwritten samples.
+// every 15 s, the status is written two minutes after it was last written, and
+// whenever anything but samples changes (a window, the toggle, a guardrail
+// breach: at once, with the samples waiting). A restart loses at most the
+// unwritten samples.
 const FlushEvery = 8
 
-// RefreshPodsEvery is how many samples reuse the target's pod list: sampling
-// every 15 s, restarts and OOM kills are seen within a minute, and a sample
-// that misses a pod lists them again at once.
-const RefreshPodsEvery = 4
+// RefreshPodsEvery is how many samples at most reuse the target's pod list
+// while nothing says the pods changed. The list (uncached: the target's pods
+// carry no label of the operator's, so no cache filtered to held targets can
+// hold them) is read again at the next sample whenever something says the pod
+// set or the pods' states may have changed: the target Deployment's rollout
+// state (its generation, replicas, updated, ready, available and unavailable
+// counts, from the cached target) moved, or a sample missed a pod. A container
+// that restarts or is OOM-killed turns its pod NotReady, which moves the
+// Deployment's ready count, so it is seen at the next sample; this count is
+// the backstop for a restart too quick to show there (every four minutes
+// sampling every 15 s). At N=1000 the list every fourth sample was the largest
+// share of the operator's requests (docs/scale.md).
+const RefreshPodsEvery = 16
 
 // SampleTimeout bounds one metrics query, so a hanging metrics API holds a
 // worker for at most this long; the failure marks the sample missing.
@@ -47,8 +59,10 @@ type pending struct {
 	failures []engine.SampleFailure
 	last     time.Time
 	taken    int
-	pods     []guardrail.PodState
-	podNames []string
+	// unflushed counts the samples taken since the status was last written.
+	unflushed int
+	pods      []guardrail.PodState
+	podNames  []string
 	// ready are the live pods that are ready: a sample must have a usable
 	// value for each of them, or its instant is missing (metrics.Expect).
 	ready    []string
@@ -63,6 +77,37 @@ type pending struct {
 	// stale is set when the last sample missed a pod: the pod list may be out
 	// of date (a rollout replaced the pods), so it is listed again at once.
 	stale bool
+	// listedAt is the target's rollout state when its pods were last listed,
+	// and sinceList how many samples reused that list.
+	listedAt  podSetState
+	sinceList int
+	// written is the resourceVersion of this reconciler's last status write
+	// (decidedOnCurrent).
+	written string
+	// hash is the held target's templateHash at version hashAt of the
+	// Deployment hashOf (heldTemplateHash).
+	hashOf       types.UID
+	hashAt, hash string
+	// joined is set once the first sample has asked to join the shared
+	// metrics query (joinShared): it waits for it at most once.
+	joined bool
+}
+
+// podSetState is what of a target Deployment moves when its pods come, go,
+// or change readiness: a pod list taken at one state stays good until the
+// state moves (or RefreshPodsEvery samples later).
+type podSetState struct {
+	generation, observed                             int64
+	replicas, updated, ready, available, unavailable int32
+}
+
+func podSetOf(dep *appsv1.Deployment) podSetState {
+	if dep == nil {
+		return podSetState{}
+	}
+	st := dep.Status
+	return podSetState{generation: dep.Generation, observed: st.ObservedGeneration, replicas: st.Replicas,
+		updated: st.UpdatedReplicas, ready: st.ReadyReplicas, available: st.AvailableReplicas, unavailable: st.UnavailableReplicas}
 }
 
 // buffers holds every experiment's pending samples.
@@ -100,48 +145,89 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 	p := r.samples.get(key)
 	now := obs.Now
 	if engine.SampleDue(exp, p.last, now) {
-		if p.taken%RefreshPodsEvery == 0 || p.podNames == nil || p.stale {
+		if p.podNames == nil || p.stale || p.sinceList >= RefreshPodsEvery || p.listedAt != podSetOf(s.target) {
 			r.refreshPods(ctx, s, p)
 		}
 		p.stale = false
-		if err := r.takeSample(ctx, s, p, now); err != nil {
+		err := r.ensureProvider(ctx, s, p)
+		if err == nil && p.taken == 0 && !p.joined {
+			p.joined = true
+			if due, interval := r.joinShared(ctx, s, p); due.After(now) {
+				// The first sample waits for the next shared fetch instead of
+				// querying alone: the wake for the next sample is then.
+				p.last = due.Add(-interval)
+				obs.Samples, obs.SampleFailures, obs.LastPendingSample, obs.Pods = p.samples, p.failures, p.last, p.pods
+				obs.ToggleError = p.toggleError
+				return
+			}
+		}
+		if err == nil {
+			err = r.takeSample(ctx, s, p, now)
+		}
+		if err != nil {
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
 		// The load is judged with every sample, on the readings of this one.
 		obs.Live = r.readLive(ctx, exp, p)
 		p.last = now
 		p.taken++
+		p.unflushed++
+		p.sinceList++
 	}
 	obs.Samples, obs.SampleFailures, obs.LastPendingSample, obs.Pods = p.samples, p.failures, p.last, p.pods
 	obs.ToggleError = p.toggleError
 }
 
+// ensureProvider resolves the experiment's metrics provider once: it keeps
+// the one it started with for its whole run.
+func (r *PerfExperimentReconciler) ensureProvider(ctx context.Context, s *scope, p *pending) error {
+	if p.provider != nil {
+		return nil
+	}
+	exp := s.exp
+	if r.Metrics == nil {
+		return fmt.Errorf("no metrics source configured")
+	}
+	choose := func() (metrics.Provider, error) {
+		prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
+		return prov, err
+	}
+	if !r.ShareMetrics {
+		prov, err := choose()
+		if err != nil {
+			return err
+		}
+		p.provider = prov
+		return nil
+	}
+	// Experiments with the same spec.metrics share the choice of source and
+	// their queries.
+	prov, err := r.sharedMetrics.provider(exp.Spec.Metrics, r.Clock.Now(), choose)
+	if err != nil {
+		return err
+	}
+	p.provider = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
+	return nil
+}
+
+// joinShared puts an experiment's pods into its shared metrics query and
+// returns when that query's next fetch is due, with the sampling interval,
+// if the last fetch is too recent to be repeated and lacks the pods; the zero
+// time when the sample can be taken now without a query of its own (or
+// sharing is off). An experiment's first sample would otherwise query alone: at N=1000
+// those were nearly all the metrics queries (docs/scale.md). The wait is at
+// most a third of the interval, before any toggle (only the first sample of a
+// run, or of a restarted operator, waits).
+func (r *PerfExperimentReconciler) joinShared(ctx context.Context, s *scope, p *pending) (time.Time, time.Duration) {
+	sp, ok := p.provider.(*sharedProvider)
+	if !ok || s.target == nil {
+		return time.Time{}, 0
+	}
+	return sp.joinNext(ctx, metrics.Target{Namespace: s.exp.Namespace, Pods: p.podNames, Container: s.container}), sp.interval
+}
+
 func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *pending, now time.Time) error {
 	exp := s.exp
-	if p.provider == nil {
-		if r.Metrics == nil {
-			return fmt.Errorf("no metrics source configured")
-		}
-		choose := func() (metrics.Provider, error) {
-			prov, _, err := r.Metrics.Provider(ctx, exp.Spec.Metrics)
-			return prov, err
-		}
-		if r.ShareMetrics {
-			// Experiments with the same spec.metrics share the choice of
-			// source and their queries.
-			prov, err := r.sharedMetrics.provider(exp.Spec.Metrics, r.Clock.Now(), choose)
-			if err != nil {
-				return err
-			}
-			p.provider = r.sharedMetrics.wrap(prov, exp, s.container, r.Clock.Now)
-		} else {
-			prov, err := choose()
-			if err != nil {
-				return err
-			}
-			p.provider = prov
-		}
-	}
 	if s.target == nil {
 		return fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)
 	}
@@ -159,6 +245,11 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 	for i := range got {
 		got[i].Time = now // one instant per sample, on the operator's clock
 	}
+	for _, smp := range got {
+		if !slices.Contains(p.podNames, smp.Pod) {
+			p.stale = true // a pod not in the list: list again
+		}
+	}
 	complete := metrics.Expect(got, p.ready)
 	p.samples = append(p.samples, complete...)
 	if len(complete) > len(got) {
@@ -175,6 +266,7 @@ func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, s *scope, p 
 		return
 	}
 	p.pods, p.podNames, p.ready = nil, []string{}, nil
+	p.listedAt, p.sinceList = podSetOf(s.target), 0
 	for _, pod := range live {
 		p.podNames = append(p.podNames, pod.Name)
 		p.pods = append(p.pods, podState(&pod, s.container))
@@ -210,25 +302,34 @@ func podState(pod *corev1.Pod, container string) guardrail.PodState {
 // flushDue reports whether the status must be written: anything but samples
 // changed, enough samples wait, or the run is no longer sampling.
 func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending) bool {
-	return len(p.samples) == 0 || len(p.failures) > 0 || p.taken%FlushEvery == 0 || !equalButSamples(before, after)
+	return len(p.samples) == 0 || len(p.failures) > 0 || p.unflushed >= FlushEvery || !equalButSamples(before, after)
 }
 
 // equalButSamples compares two statuses ignoring what samples change: the
-// measurement state and the windows' series.
+// measurement state and the windows' series. It runs at every sample, so it
+// compares shallow copies instead of deep ones.
 func equalButSamples(a, b *perfv1.PerfExperimentStatus) bool {
-	x, y := a.DeepCopy(), b.DeepCopy()
-	for _, s := range []*perfv1.PerfExperimentStatus{x, y} {
-		s.Measurement = nil
-		for i := range s.Windows {
-			s.Windows[i].Series = nil
-		}
+	x, y := *a, *b
+	x.Measurement, y.Measurement = nil, nil
+	x.Windows, y.Windows = withoutSeries(a.Windows), withoutSeries(b.Windows)
+	return equality.Semantic.DeepEqual(&x, &y)
+}
+
+func withoutSeries(ws []perfv1.WindowStatus) []perfv1.WindowStatus {
+	if ws == nil {
+		return nil
 	}
-	return equality.Semantic.DeepEqual(x, y)
+	out := make([]perfv1.WindowStatus, len(ws))
+	for i := range ws {
+		out[i] = ws[i]
+		out[i].Series = nil
+	}
+	return out
 }
 
 // flushed forgets the samples now persisted.
 func (p *pending) flushed() {
-	p.samples, p.failures = nil, nil
+	p.samples, p.failures, p.unflushed = nil, nil, 0
 }
 
 // judged counts the sample instants this write persisted that the guardrails

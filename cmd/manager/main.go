@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -131,7 +130,8 @@ func run(o options) error {
 		}
 	}
 	if o.metricsSecure {
-		mgrOpts.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		// A TokenReview and a SubjectAccessReview per caller (metricsauth.go).
+		mgrOpts.Metrics.FilterProvider = metricsAuthFilter
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
@@ -143,7 +143,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the metrics.k8s.io client: %w", err)
 	}
-	core, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	core, err := corev1client.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("creating the core client: %w", err)
 	}
@@ -163,7 +163,7 @@ func run(o options) error {
 		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock.RealClock{}, TTL: o.authzTTL}
 	}
 	if o.execToggles {
-		r.Exec.Executor = toggle.RemoteExecutor{Config: cfg, Client: core.CoreV1().RESTClient()}
+		r.Exec.Executor = toggle.RemoteExecutor{Config: cfg, Client: core.RESTClient()}
 		if e := testExecutor(mgr.GetAPIReader()); e != nil {
 			r.Exec.Executor = e // faultinject builds only: test/crash has no kubelet to exec in
 		}

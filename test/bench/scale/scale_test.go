@@ -321,6 +321,7 @@ func TestScale(t *testing.T) {
 				res.watches = after.sum("apiserver_longrunning_requests", `verb="WATCH"`) - watchesBefore
 			}
 			res.loadEnd = loadAvg()
+			res.endedInWindow = terminal
 		}
 		if terminal == p.n && !res.steady.at.IsZero() {
 			res.phases = map[string]int{}
@@ -478,6 +479,11 @@ type result struct {
 	watches                   float64
 	allStarted                time.Duration // last status.startTime − first creation
 	allStartedSeen            time.Duration
+	// endedInWindow is how many experiments had ended when the window
+	// closed: the window is as long as a run, so how many endings (reverts,
+	// lock releases, summaries, events) fall into it moves its request and
+	// CPU figures from run to run.
+	endedInWindow             int
 	breachSeen, breachAt      time.Duration
 	breachPhase, breachReason string
 	hangBusy                  bool
@@ -523,6 +529,7 @@ func (r *result) print(t *testing.T) {
 	tot := flow + q
 	row("API + metrics requests/s per experiment", fmt.Sprintf("%.4f", tot), "≤ 0.05", tot <= 0.05)
 	row("admin (toggle) requests in the window", fmt.Sprintf("%d", s.adminReqs), "", true)
+	row("experiments ended by the window's end", fmt.Sprintf("%d", r.endedInWindow), "", true)
 	row("watches the operator opened", fmt.Sprintf("%.0f", r.watches), "", true)
 	row("every experiment started (status.startTime)", fmt.Sprintf("%s (seen %s)", r.allStarted.Round(time.Second), r.allStartedSeen.Round(100*time.Millisecond)), "≤ 30 s", r.allStarted > 0 && r.allStarted <= 30*time.Second)
 	bok := r.breachSeen > 0 && r.breachSeen <= 2*r.p.interval && r.breachPhase == string(perfv1.PhaseAborted)

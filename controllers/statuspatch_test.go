@@ -1,0 +1,63 @@
+package controllers
+
+import (
+	"encoding/json"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+// The status patch, applied to the persisted experiment, gives the status the
+// reconciler wrote (fields changed, added and removed, lists replaced) and
+// leaves metadata and spec alone; it carries the base's resourceVersion.
+func TestStatusPatchWritesTheStatusUnderTheOptimisticLock(t *testing.T) {
+	before := &perfv1.PerfExperiment{
+		ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns", ResourceVersion: "41", Labels: map[string]string{"a": "b"}},
+		Spec:       perfv1.PerfExperimentSpec{Target: perfv1.TargetSpec{Deployment: "app"}},
+		Status: perfv1.PerfExperimentStatus{Phase: perfv1.PhaseBaseline, CurrentStage: "s0",
+			Measurement: &perfv1.MeasurementStatus{Replicas: 2, LastError: "timeout"},
+			Windows:     []perfv1.WindowStatus{{Stage: 0, QPS: 10, Variant: perfv1.VariantBaseline, Job: "j0"}}},
+	}
+	after := before.DeepCopy()
+	after.Labels = map[string]string{"changed": "locally"}
+	after.Status.Phase = perfv1.PhaseTreatment
+	after.Status.CurrentStage = ""
+	after.Status.Measurement.LastError = ""
+	after.Status.Windows = append(after.Status.Windows, perfv1.WindowStatus{Stage: 0, QPS: 10, Variant: perfv1.VariantTreatment, Job: "j1"})
+	data, err := statusMergePatch{from: before, to: after}.Data(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head struct {
+		Metadata map[string]any `json:"metadata"`
+		Spec     any            `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		t.Fatal(err)
+	}
+	if len(head.Metadata) != 1 || head.Metadata["resourceVersion"] != "41" || head.Spec != nil {
+		t.Errorf("patch %s: want metadata.resourceVersion 41 alone and no spec", data)
+	}
+	orig, _ := json.Marshal(before)
+	patched, err := jsonpatch.MergePatch(orig, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &perfv1.PerfExperiment{}
+	if err := json.Unmarshal(patched, got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Status, after.Status) {
+		t.Errorf("patched status %+v, want %+v", got.Status, after.Status)
+	}
+	if !equality.Semantic.DeepEqual(got.Spec, before.Spec) || got.Labels["a"] != "b" {
+		t.Errorf("the patch changed more than the status: %s", data)
+	}
+	if _, err := (statusMergePatch{from: &perfv1.PerfExperiment{}, to: after}).Data(nil); err == nil {
+		t.Error("a base without resourceVersion was patched without the lock")
+	}
+}
