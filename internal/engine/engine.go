@@ -271,7 +271,7 @@ func (x *decider) stopEverything() {
 		}
 	}
 	x.deleteRecordedJobs()
-	if x.spec.HasToggle() && x.mayRevert() { // a load-only sweep switched nothing
+	if x.mayRevert() {
 		x.revert()
 	}
 	if x.obs.Target == nil && x.st.Toggle != nil {
@@ -318,6 +318,9 @@ func (x *decider) togglePending() bool {
 // is a no-op) or its status says the toggle may be on. The revert runs from the
 // recorded original whether or not the lock is still there.
 func (x *decider) mayRevert() bool {
+	if !x.spec.HasToggle() {
+		return false // a load-only sweep switched nothing
+	}
 	t := x.obs.Target
 	if t == nil || (t.HeldBy != "" && !x.holdsLock()) {
 		return false

@@ -48,6 +48,9 @@ type world struct {
 	decisions        int
 	finalizerRemoved bool
 	applies, reverts int
+	// toggleActions counts every apply and revert action asked for, effective
+	// or not.
+	toggleActions int
 	// loseStatusAt drops the status write of that decision (a crash between the
 	// actions and the write).
 	loseStatusAt int
@@ -209,6 +212,7 @@ func (w *world) step() Decision {
 			}
 			w.heldBy = self
 		case ActionApplyToggle, ActionRevertToggle:
+			w.toggleActions++
 			want := a.Kind == ActionApplyToggle
 			if w.applied != want { // the reconciler's toggle is idempotent
 				w.applied = want

@@ -80,7 +80,7 @@ func TestLoadOnlySweep(t *testing.T) {
 			if got := windowsSummary(st.Windows); got != tc.windows {
 				t.Fatalf("windows\n got %s\nwant %s", got, tc.windows)
 			}
-			if w.applies != 0 || w.reverts != 0 || w.generation != 1 || (st.Toggle != nil && (st.Toggle.Applied || st.Toggle.AppliedAt != nil)) {
+			if w.toggleActions != 0 || w.generation != 1 || (st.Toggle != nil && (st.Toggle.Applied || st.Toggle.AppliedAt != nil)) {
 				t.Errorf("a sweep switched something: %d applies, %d reverts, generation %d, toggle %+v", w.applies, w.reverts, w.generation, st.Toggle)
 			}
 			if w.heldBy != "" || len(w.jobs) != 0 {
@@ -141,8 +141,37 @@ func TestLoadOnlySweepStopsAtTheMemoryLimit(t *testing.T) {
 	if st.Phase != perfv1.PhaseAborted || st.Abort == nil || st.Abort.Reason != perfv1.ReasonMemoryLimit {
 		t.Fatalf("phase %s abort %+v", st.Phase, st.Abort)
 	}
-	if w.applies != 0 || w.reverts != 0 || w.heldBy != "" || len(w.jobs) != 0 {
-		t.Errorf("applies %d reverts %d lock %q jobs %v", w.applies, w.reverts, w.heldBy, w.jobs)
+	if w.toggleActions != 0 || w.heldBy != "" || len(w.jobs) != 0 {
+		t.Errorf("toggle actions %d lock %q jobs %v", w.toggleActions, w.heldBy, w.jobs)
+	}
+}
+
+// Every other ending of a sweep — spec.abort, deletion — stops the load and
+// releases the target without a single toggle action (there is nothing to
+// switch back).
+func TestLoadOnlySweepEndingsSendNoToggleAction(t *testing.T) {
+	for _, end := range []string{"abort", "delete"} {
+		t.Run(end, func(t *testing.T) {
+			w := newWorld(t, sweepExperiment(perfv1.StageSpec{QPS: 100}, perfv1.StageSpec{QPS: 200}))
+			w.runUntil(perfv1.PhaseBaseline)
+			if end == "abort" {
+				w.exp.Spec.Abort = true
+				w.runToEnd()
+				if w.exp.Status.Phase != perfv1.PhaseAborted {
+					t.Fatalf("phase %s", w.exp.Status.Phase)
+				}
+			} else {
+				now := metav1.NewTime(w.now)
+				w.exp.DeletionTimestamp = &now
+				w.step()
+				if !w.finalizerRemoved {
+					t.Fatal("finalizer kept")
+				}
+			}
+			if w.toggleActions != 0 || w.heldBy != "" || len(w.jobs) != 0 {
+				t.Errorf("toggle actions %d lock %q jobs %v", w.toggleActions, w.heldBy, w.jobs)
+			}
+		})
 	}
 }
 
