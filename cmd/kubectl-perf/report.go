@@ -170,7 +170,7 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 			return err
 		}
 	}
-	if exp.Spec.Toggle == nil {
+	if exp.Spec.Toggle == nil && len(st.Summary) == 0 { // a load-only sweep
 		if len(st.Curve) == 0 {
 			fmt.Fprintln(w, "a load-only sweep: no stage completed, no curve yet")
 		}
