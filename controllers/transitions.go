@@ -38,7 +38,7 @@ func logTransitions(log logr.Logger, before, after *perfv1.PerfExperimentStatus)
 			old = &before.Windows[i]
 		}
 		if old == nil {
-			log.Info("window opened", "stage", w.Stage, "qps", w.QPS, "concurrency", w.Concurrency, "variant", w.Variant, "job", w.Job)
+			log.Info("window opened", append(windowLoad(w), "variant", w.Variant, "job", w.Job)...)
 		}
 		if w.End != nil && (old == nil || old.End == nil) {
 			points := int32(0)
@@ -46,7 +46,7 @@ func logTransitions(log logr.Logger, before, after *perfv1.PerfExperimentStatus)
 				points = w.Series.Points
 			}
 			valid := w.Valid == nil || *w.Valid
-			log.Info("window closed", "stage", w.Stage, "qps", w.QPS, "concurrency", w.Concurrency, "variant", w.Variant, "valid", valid, "invalid", w.Invalid, "points", points)
+			log.Info("window closed", append(windowLoad(w), "variant", w.Variant, "valid", valid, "invalid", w.Invalid, "points", points)...)
 		}
 	}
 	if before.Abort == nil && after.Abort != nil {
@@ -82,4 +82,13 @@ func trueCondition(cs []metav1.Condition, t string) *metav1.Condition {
 		return c
 	}
 	return nil
+}
+
+// windowLoad is a window's stage and load for a log line: its qps, or the
+// closed-loop users of a concurrency stage.
+func windowLoad(w *perfv1.WindowStatus) []any {
+	if w.Concurrency > 0 {
+		return []any{"stage", w.Stage, "concurrency", w.Concurrency}
+	}
+	return []any{"stage", w.Stage, "qps", w.QPS}
 }
