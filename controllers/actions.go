@@ -226,9 +226,6 @@ func (r *PerfExperimentReconciler) drivers() toggle.Drivers {
 // runtime toggles switch pods.
 func (r *PerfExperimentReconciler) toggle(ctx context.Context, s *scope, d *engine.Decision, a engine.Action) outcome {
 	apply := a.Kind == engine.ActionApplyToggle
-	if !apply && !s.exp.Spec.HasToggle() {
-		return outcome{} // a load-only sweep has nothing to switch back
-	}
 	drv, err := r.drivers().For(s.exp.Spec.Toggle)
 	if err != nil {
 		return outcome{err: err, refused: apply}
@@ -342,7 +339,6 @@ func (r *PerfExperimentReconciler) recordIntent(ctx context.Context, s *scope, p
 	if err := r.patchStatusFrom(ctx, s.before, next); err != nil {
 		return err
 	}
-	r.samples.get(client.ObjectKeyFromObject(s.exp)).written = next.ResourceVersion
 	s.before.ResourceVersion = next.ResourceVersion
 	s.before.Status.Toggle.Pods = pods
 	s.exp.ResourceVersion = next.ResourceVersion

@@ -88,8 +88,6 @@ func (r *PerfExperimentReconciler) summarize(ctx context.Context, s *scope, d *e
 	if !equality.Semantic.DeepEqual(before.Status, exp.Status) {
 		if err := r.patchStatusFrom(ctx, before, exp); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			log.FromContext(ctx).Error(err, "recording the failed action in status")
-		} else if err == nil {
-			p.written = exp.ResourceVersion
 		}
 	}
 	if out.refused {
@@ -174,9 +172,6 @@ func (r *PerfExperimentReconciler) recordEnding(exp *perfv1.PerfExperiment, d *e
 // object. Only a status that moved on makes the reconcile decide again.
 func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp *perfv1.PerfExperiment) error {
 	err := r.patchStatusFrom(ctx, before, exp)
-	if err == nil {
-		r.samples.get(client.ObjectKeyFromObject(exp)).written = exp.ResourceVersion
-	}
 	if !apierrors.IsConflict(err) {
 		return err
 	}
@@ -194,7 +189,6 @@ func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp 
 		return err
 	}
 	exp.ResourceVersion = next.ResourceVersion
-	r.samples.get(client.ObjectKeyFromObject(exp)).written = exp.ResourceVersion
 	return nil
 }
 
@@ -215,6 +209,9 @@ func (r *PerfExperimentReconciler) patchStatusFrom(ctx context.Context, base, ex
 		return err
 	}
 	exp.ResourceVersion = meta.ResourceVersion
+	// decidedOnCurrent trusts a decision made on this version: the write is
+	// this reconciler's own.
+	r.samples.get(client.ObjectKeyFromObject(exp)).written = exp.ResourceVersion
 	return nil
 }
 
