@@ -492,12 +492,16 @@ func overheadPanel(summary []perfv1.StageSummary) (*plot.Plot, error) {
 	return p, nil
 }
 
-// curvePanels are the load curve's two panels: throughput and p99 against the
-// load each stage asked for.
-var curvePanels = []struct {
+// curveMetric is one panel of the load curve: its title, its axis and the value
+// of a point.
+type curveMetric struct {
 	title, y string
 	get      func(perfv1.CurvePoint) float64
-}{
+}
+
+// curvePanels are the load curve's two panels: throughput and p99 against the
+// load each stage asked for.
+var curvePanels = []curveMetric{
 	{"throughput per stage", "achieved (req/s)", func(p perfv1.CurvePoint) float64 { return p.AchievedQPS }},
 	{"p99 latency per stage", "p99 (ms)", func(p perfv1.CurvePoint) float64 { return p.P99Ms }},
 }
@@ -505,10 +509,7 @@ var curvePanels = []struct {
 // curvePanel plots one curve metric against the stages' load: their rate, or
 // their virtual users, or (stages of both kinds) their order. A qps sweep's
 // throughput panel has the line achieved = asked; the knee is marked.
-func curvePanel(st perfv1.PerfExperimentStatus, panel struct {
-	title, y string
-	get      func(perfv1.CurvePoint) float64
-}) (*plot.Plot, error) {
+func curvePanel(st perfv1.PerfExperimentStatus, panel curveMetric) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = panel.title
 	p.Y.Label.Text = panel.y

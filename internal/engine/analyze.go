@@ -31,7 +31,7 @@ func (x *decider) analyzing() {
 			// fallback without resource series fared.
 			var again error
 			if row, again = analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions()); again != nil {
-				row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Concurrency: x.spec.Stages[s].Concurrency, Verdict: perfv1.VerdictInconclusive}
+				row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Verdict: perfv1.VerdictInconclusive}
 			}
 			x.event(true, perfv1.ReasonAnalysisIncomplete, "stage %s: %v", in.Name, err)
 		}

@@ -56,9 +56,9 @@ func (x *decider) curve() ([]perfv1.CurvePoint, *perfv1.KneeStatus) {
 		}
 		points[i] = p
 	}
+	// Validated at admission; a value that is not there takes its default.
 	shortfall, err := x.spec.Knee.RateShortfall.Fraction()
-	if err != nil || x.spec.Knee.P99Factor < 2 {
-		// Validated at admission; an old object without spec.knee gets the defaults.
+	if err != nil {
 		shortfall, _ = perfv1.DefaultKneeShortfall.Fraction()
 	}
 	factor := x.spec.Knee.P99Factor

@@ -157,7 +157,7 @@ func (x *decider) liveErrorRate(rec *perfv1.WindowStatus, c *liveCounts) (string
 // interval: every pod of its Job read, each with an interval inside the window.
 func (x *decider) liveShortfall(rec *perfv1.WindowStatus, c *liveCounts) {
 	w := x.plan.measured(x.spec, rec.Stage, rec.Variant)
-	pods := int(min(x.spec.Load.K6.Parallelism, max(w.QPS, w.VUs)))
+	pods := int(w.Pods(x.spec.Load.K6.Parallelism))
 	if rec.Start == nil || c.pods < pods || c.withInterval < c.pods || c.from.Before(rec.Start.Time) || c.to.After(rec.Start.Add(w.Duration)) {
 		return
 	}
@@ -229,7 +229,7 @@ func (x *decider) liveByJob() map[string]*liveCounts {
 // reading (every load pod read, each with its histogram): their difference is
 // the sub-window's load and latency (closeSubWindow).
 func (x *decider) liveSnapshot(rec *perfv1.WindowStatus, c *liveCounts) {
-	pods := int(min(x.spec.Load.K6.Parallelism, max(rec.QPS, rec.Concurrency)))
+	pods := int(k6.Window{QPS: rec.QPS, VUs: rec.Concurrency}.Pods(x.spec.Load.K6.Parallelism))
 	if rec.Start == nil || c.at.Before(rec.Start.Time) || c.pods < pods || c.bucketPods < c.pods {
 		return
 	}

@@ -90,9 +90,7 @@ func BuildJob(exp *perfv1.PerfExperiment, w Window, targetPodLabels map[string]s
 	if k6.Image == "" || k6.Parallelism < 1 {
 		return nil, fmt.Errorf("spec.load.k6 has no image or parallelism: call Default() on the experiment first")
 	}
-	// A pod must run at least 1 req/s (or one VU), so a window slower than the
-	// parallelism runs on fewer pods.
-	pods := min(k6.Parallelism, w.load())
+	pods := w.Pods(k6.Parallelism)
 	deadline := w.Duration + timeout + gracefulStopMargin + startupGrace
 	if exp.Spec.Load.ScriptRef != nil {
 		deadline += userHooksGrace

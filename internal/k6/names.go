@@ -41,8 +41,9 @@ type Window struct {
 	ToggleOff bool
 }
 
-// load is the window's QPS or VUs, whichever is set.
-func (w Window) load() int32 { return max(w.QPS, w.VUs) }
+// Pods is how many k6 pods run the window: the parallelism, but never more
+// than its QPS or VUs (a pod runs at least 1 req/s, or one user).
+func (w Window) Pods(parallelism int32) int32 { return min(parallelism, max(w.QPS, w.VUs)) }
 
 // Labels the operator puts on k6 Jobs and pods, besides perfv1.LabelExperiment.
 const (

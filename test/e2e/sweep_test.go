@@ -3,8 +3,8 @@
 package e2e
 
 import (
+	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +57,7 @@ func TestSweepsFindTheToysCapacity(t *testing.T) {
 			predicted := limit / (cpu / reqs)
 			var rows []string
 			for _, p := range done.Status.Curve {
-				rows = append(rows, strings.Join([]string{p.Stage, ftoa(p.AchievedQPS), "req/s p99", ftoa(p.P99Ms), "ms errors", ftoa(p.ErrorPercent), "%"}, " "))
+				rows = append(rows, fmt.Sprintf("%s %.1f req/s p99 %.1f ms errors %.1f %%", p.Stage, p.AchievedQPS, p.P99Ms, p.ErrorPercent))
 			}
 			t.Logf("curve: %s", strings.Join(rows, "; "))
 			t.Logf("app: %.2f ms of CPU per request over %.0f requests, %d pods with %.2f cores of limits: capacity %.1f req/s", 1000*cpu/reqs, reqs, len(pods), limit, predicted)
@@ -86,5 +86,3 @@ func TestSweepsFindTheToysCapacity(t *testing.T) {
 		})
 	}
 }
-
-func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
