@@ -417,10 +417,15 @@ func TestRealK6ClosedLoop(t *testing.T) {
 	if served.Load() != load.Requests || load.Failures != 0 || load.DroppedIterations != 0 {
 		t.Errorf("server served %d, k6 counted %d (failures %d, dropped %d)", served.Load(), load.Requests, load.Failures, load.DroppedIterations)
 	}
-	if load.AchievedQPS < 70 || load.AchievedQPS > 101 {
-		t.Errorf("achieved %.1f req/s, want about the server's 100 (one 10 ms request at a time)", load.AchievedQPS)
+	// The closed loop shows in the bounds a busy machine cannot move: never
+	// more than the server's 100 req/s, and a p50 of at least two queued
+	// requests. On an idle machine the rate is about 94 and the p50 about 31
+	// ms; a shared, loaded one slows k6 and lowers the one and raises the
+	// other, so their far sides are only sanity bounds.
+	if load.AchievedQPS < 20 || load.AchievedQPS > 101 {
+		t.Errorf("achieved %.1f req/s, want at most the server's 100 (one 10 ms request at a time)", load.AchievedQPS)
 	}
-	if load.P50Ms < 20 || load.P50Ms > 45 {
+	if load.P50Ms < 20 || load.P50Ms > 150 {
 		t.Errorf("p50 %.1f ms, want about 30 (3 users queued behind one 10 ms server)", load.P50Ms)
 	}
 }
