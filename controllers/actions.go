@@ -221,22 +221,26 @@ func (r *PerfExperimentReconciler) drivers() toggle.Drivers {
 	return toggle.Drivers{HTTP: r.HTTP, Exec: r.Exec}
 }
 
-// toggle applies or reverts the toggle through its driver. Template toggles
-// change the Deployment (idempotently, from the original-state record);
-// runtime toggles switch pods.
+// toggle applies or reverts the action's toggle (spec.toggle, or a variant's)
+// through its driver. Template toggles change the Deployment (idempotently,
+// from the original-state record); runtime toggles switch pods.
 func (r *PerfExperimentReconciler) toggle(ctx context.Context, s *scope, d *engine.Decision, a engine.Action) outcome {
 	apply := a.Kind == engine.ActionApplyToggle
-	drv, err := r.drivers().For(s.exp.Spec.Toggle)
+	t := a.Toggle
+	if t == nil {
+		return outcome{err: fmt.Errorf("%s names no toggle (an engine bug)", a.Kind), refused: apply}
+	}
+	drv, err := r.drivers().For(t)
 	if err != nil {
 		return outcome{err: err, refused: apply}
 	}
 	rec, err := toggle.ParseRecord(a.Original)
-	if err != nil && (apply || s.exp.Spec.Toggle.RollsPods() || len(a.Pods) > 0) {
+	if err != nil && (apply || t.RollsPods() || len(a.Pods) > 0) {
 		// A runtime revert with no pods to switch back needs no record: a
 		// deleted target leaves none.
 		return outcome{err: fmt.Errorf("original-state record unreadable: %w", err), refused: apply}
 	}
-	if !s.exp.Spec.Toggle.RollsPods() {
+	if !t.RollsPods() {
 		return r.runtimeToggle(ctx, s, d, drv, rec, apply, a.Pods)
 	}
 	var refused error

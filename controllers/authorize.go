@@ -64,8 +64,8 @@ func (r Right) canI(ns, user string) string {
 // allowed to do themselves.
 func rightsFor(exp *perfv1.PerfExperiment) []Right {
 	rights := []Right{{Verb: "create", Group: "batch", Resource: "jobs"}}
-	t := exp.Spec.Toggle
-	if t == nil { // a load-only sweep changes nothing on the target
+	t := exp.Spec.Switch() // every variant is of the same kind
+	if t == nil {          // a load-only sweep changes nothing on the target
 		return append(rights, scriptRights(exp)...)
 	}
 	switch {
@@ -77,8 +77,11 @@ func rightsFor(exp *perfv1.PerfExperiment) []Right {
 	case t.Exec != nil:
 		rights = append(rights, Right{Verb: "create", Resource: "pods", Subresource: "exec"})
 	}
-	if !t.RollsPods() && t.OnRevertFailure != perfv1.RevertFailureKeep {
-		rights = append(rights, Right{Verb: "delete", Resource: "pods"})
+	for _, arm := range exp.Spec.Arms() {
+		if !arm.Toggle.RollsPods() && arm.Toggle.OnRevertFailure != perfv1.RevertFailureKeep {
+			rights = append(rights, Right{Verb: "delete", Resource: "pods"})
+			break
+		}
 	}
 	return append(rights, scriptRights(exp)...)
 }

@@ -15,21 +15,30 @@ func TestRightsFor(t *testing.T) {
 	script := Right{Verb: "get", Resource: "configmaps", Name: "load"}
 	v := "on"
 	for _, tc := range []struct {
-		name   string
-		toggle *perfv1.ToggleSpec
-		script bool
-		want   []Right
+		name     string
+		toggle   *perfv1.ToggleSpec
+		variants []perfv1.ArmSpec
+		script   bool
+		want     []Right
 	}{
-		{"load-only sweep", nil, false, []Right{jobs}},
-		{"load-only sweep with a script", nil, true, []Right{jobs, script}},
-		{"env toggle", &perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "P", Value: &v}}, false,
+		{"load-only sweep", nil, nil, false, []Right{jobs}},
+		{"load-only sweep with a script", nil, nil, true, []Right{jobs, script}},
+		{"env toggle", &perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "P", Value: &v}}, nil, false,
 			[]Right{jobs, {Verb: "patch", Group: "apps", Resource: "deployments", Name: "app"}}},
-		{"http toggle", &perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{}, OnRevertFailure: perfv1.RevertFailureRestartPods}, true,
+		{"http toggle", &perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{}, OnRevertFailure: perfv1.RevertFailureRestartPods}, nil, true,
 			[]Right{jobs, {Verb: "create", Resource: "pods", Subresource: "proxy"}, {Verb: "delete", Resource: "pods"}, script}},
-		{"exec toggle kept on failure", &perfv1.ToggleSpec{Exec: &perfv1.ExecToggle{}, OnRevertFailure: perfv1.RevertFailureKeep}, false,
+		{"exec toggle kept on failure", &perfv1.ToggleSpec{Exec: &perfv1.ExecToggle{}, OnRevertFailure: perfv1.RevertFailureKeep}, nil, false,
 			[]Right{jobs, {Verb: "create", Resource: "pods", Subresource: "exec"}}},
+		{"jvmOption variants", nil, []perfv1.ArmSpec{{Name: "a", Toggle: perfv1.ToggleSpec{JVMOption: "-XX:+UseSerialGC"}}, {Name: "b", Toggle: perfv1.ToggleSpec{JVMOption: "-XX:+UseParallelGC"}}}, false,
+			[]Right{jobs, {Verb: "patch", Group: "apps", Resource: "deployments", Name: "app"}}},
+		// One variant that restarts pods a revert cannot reach needs the
+		// right to delete them, whatever the others say.
+		{"http variants, one restarting pods", nil, []perfv1.ArmSpec{
+			{Name: "a", Toggle: perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{}, OnRevertFailure: perfv1.RevertFailureKeep}},
+			{Name: "b", Toggle: perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{}, OnRevertFailure: perfv1.RevertFailureRestartPods}}}, false,
+			[]Right{jobs, {Verb: "create", Resource: "pods", Subresource: "proxy"}, {Verb: "delete", Resource: "pods"}}},
 	} {
-		exp := &perfv1.PerfExperiment{Spec: perfv1.PerfExperimentSpec{Target: perfv1.TargetSpec{Deployment: "app"}, Toggle: tc.toggle}}
+		exp := &perfv1.PerfExperiment{Spec: perfv1.PerfExperimentSpec{Target: perfv1.TargetSpec{Deployment: "app"}, Toggle: tc.toggle, Variants: tc.variants}}
 		if tc.script {
 			exp.Spec.Load.ScriptRef = &perfv1.ScriptRef{Name: "load"}
 		}

@@ -116,9 +116,11 @@ func (r *PerfExperimentReconciler) observeTarget(ctx context.Context, s *scope) 
 		t.Original = dep.Annotations[perfv1.AnnotationOriginal]
 	} else if exp.Spec.HasToggle() {
 		captureTarget(exp, dep, t)
-		if _, err := r.drivers().For(exp.Spec.Toggle); err != nil && t.CaptureError == "" {
-			// Refused before anything changes, rather than at the switch.
-			t.Original, t.CaptureError, t.CaptureReason = "", err.Error(), perfv1.ReasonInvalidSpec
+		for _, arm := range exp.Spec.Arms() {
+			if _, err := r.drivers().For(arm.Toggle); err != nil && t.CaptureError == "" {
+				// Refused before anything changes, rather than at the switch.
+				t.Original, t.CaptureError, t.CaptureReason = "", err.Error(), perfv1.ReasonInvalidSpec
+			}
 		}
 	}
 	return t, nil
@@ -139,7 +141,9 @@ func (r *PerfExperimentReconciler) heldTemplateHash(s *scope) string {
 // captureTarget records the toggle's original state, or why the toggle cannot be
 // applied to this target.
 func captureTarget(exp *perfv1.PerfExperiment, dep *appsv1.Deployment, t *engine.Target) {
-	rec, err := toggle.Capture(exp.Spec.Toggle, &dep.Spec.Template, exp.Spec.Target.Container)
+	// Every variant changes the same thing (validation), so the first one's
+	// record restores any of them.
+	rec, err := toggle.Capture(exp.Spec.Switch(), &dep.Spec.Template, exp.Spec.Target.Container)
 	if errors.Is(err, toggle.ErrContainerNotFound) {
 		t.CaptureError, t.CaptureReason = err.Error(), perfv1.ReasonContainerNotFound
 		return

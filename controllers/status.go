@@ -79,7 +79,11 @@ func setConditions(st *perfv1.PerfExperimentStatus, spec *perfv1.PerfExperimentS
 	applied := st.Toggle != nil && st.Toggle.Applied
 	switch {
 	case applied:
-		set(perfv1.ConditionToggleApplied, metav1.ConditionTrue, perfv1.ReasonToggleOn, "the toggle is in effect on the target")
+		what := "the toggle"
+		if st.Toggle.Variant != "" {
+			what = "variant " + st.Toggle.Variant
+		}
+		set(perfv1.ConditionToggleApplied, metav1.ConditionTrue, perfv1.ReasonToggleOn, what+" is in effect on the target")
 	case st.Toggle != nil && len(st.Toggle.Pods) > 0:
 		// Sent to pods, or not yet switched back on them: on until reverted or gone.
 		set(perfv1.ConditionToggleApplied, metav1.ConditionTrue, perfv1.ReasonToggleOn, "the toggle may be on in pods "+strings.Join(st.Toggle.Pods, ", "))

@@ -82,6 +82,9 @@ func (in *PerfExperiment) Default() {
 	if t := s.Toggle; t != nil {
 		defaultToggle(t)
 	}
+	for i := range s.Variants {
+		defaultToggle(&s.Variants[i].Toggle)
+	}
 	if s.Knee.RateShortfall == "" {
 		s.Knee.RateShortfall = DefaultKneeShortfall
 	}
@@ -198,9 +201,59 @@ func (st StageSpec) LoadLabel() string {
 	return strconv.Itoa(int(st.QPS)) + "qps"
 }
 
-// HasToggle reports whether the experiment switches something; without a
-// toggle it is a load-only sweep.
-func (s *PerfExperimentSpec) HasToggle() bool { return s.Toggle != nil && s.Toggle.Kind() != "" }
+// HasToggle reports whether the experiment switches something (a toggle or
+// variants); without either it is a load-only sweep.
+func (s *PerfExperimentSpec) HasToggle() bool { return s.Switch().Kind() != "" }
+
+// Arm is one change measured against the baseline: spec.toggle (Name "") or
+// one of spec.variants.
+type Arm struct {
+	// Name is the variant's name, "" for spec.toggle.
+	Name string
+	// Index is the arm's position: 0 for spec.toggle, its index in
+	// spec.variants otherwise.
+	Index int32
+	// Toggle is the arm's change.
+	Toggle *ToggleSpec
+}
+
+// Arms lists the changes measured against the baseline, in run order: none
+// for a load-only sweep, spec.toggle alone, or each of spec.variants.
+func (s *PerfExperimentSpec) Arms() []Arm {
+	if len(s.Variants) > 0 {
+		arms := make([]Arm, len(s.Variants))
+		for i := range s.Variants {
+			arms[i] = Arm{Name: s.Variants[i].Name, Index: int32(i), Toggle: &s.Variants[i].Toggle}
+		}
+		return arms
+	}
+	if s.Toggle != nil && s.Toggle.Kind() != "" {
+		return []Arm{{Toggle: s.Toggle}}
+	}
+	return nil
+}
+
+// ArmNamed is the arm called name ("" is spec.toggle), or false.
+func (s *PerfExperimentSpec) ArmNamed(name string) (Arm, bool) {
+	for _, a := range s.Arms() {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Arm{}, false
+}
+
+// Switch is the experiment's toggle as far as its kind goes: spec.toggle, or
+// the first variant's (every variant has the same kind, the same variable
+// for env), nil for a load-only sweep. What depends only on the kind — whether
+// it rolls the pods, the original-state record, the rights it needs — is
+// read from it; what a variant's toggle sets is read from its arm.
+func (s *PerfExperimentSpec) Switch() *ToggleSpec {
+	if len(s.Variants) > 0 {
+		return &s.Variants[0].Toggle
+	}
+	return s.Toggle
+}
 
 // ToggleKind names the toggle's kind: env, jvmOption, args, http or exec ("" if none).
 func (t *ToggleSpec) Kind() string {

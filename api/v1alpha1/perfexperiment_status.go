@@ -79,6 +79,11 @@ type PerfExperimentStatus struct {
 	// +optional
 	StageIndex *int32 `json:"stageIndex,omitempty"`
 
+	// VariantIndex is the zero-based index, in spec.variants, of the variant
+	// being applied, measured or reverted (experiments with spec.variants).
+	// +optional
+	VariantIndex *int32 `json:"variantIndex,omitempty"`
+
 	// Conditions follow the kstatus conventions (Ready, Reconciling, Stalled)
 	// plus the domain conditions documented with their types.
 	// +optional
@@ -198,6 +203,11 @@ type ToggleStatus struct {
 	// +optional
 	TargetGeneration int64 `json:"targetGeneration,omitempty"`
 
+	// Variant is the spec.variants name of the toggle last applied ("" for
+	// spec.toggle): a runtime toggle's revert request is that variant's.
+	// +optional
+	Variant string `json:"variant,omitempty"`
+
 	// Pods are the pods a runtime (http) toggle was applied to; each gets the
 	// revert request.
 	// +optional
@@ -219,6 +229,12 @@ type WindowStatus struct {
 
 	// Variant is the kind of window.
 	Variant Variant `json:"variant"`
+
+	// Arm is the spec.variants name of a treatment window, or of a settle
+	// period after applying or reverting that variant (experiments with
+	// spec.variants).
+	// +optional
+	Arm string `json:"arm,omitempty"`
 
 	// Round is the round of an interleaved stage's sub-window (zero-based).
 	// +optional
@@ -394,6 +410,16 @@ type StageSummary struct {
 	// Concurrency is the stage's closed-loop virtual users (0 for a qps stage).
 	// +optional
 	Concurrency int32 `json:"concurrency,omitempty"`
+	// Variant is the spec.variants name the row compares with the stage's
+	// baseline (experiments with spec.variants: one row per stage and
+	// variant).
+	// +optional
+	Variant string `json:"variant,omitempty"`
+	// Confidence is the coverage of each interval in the row when it is not
+	// 95 %: with several variants each interval is widened (Bonferroni,
+	// 1 − 0.05 / variants) so that all of them hold together with 95 %.
+	// +optional
+	Confidence float64 `json:"confidence,omitempty"`
 	// CPU compares CPU use in cores; the delta is also given in percentage points
 	// of the limit.
 	// +optional
@@ -485,9 +511,10 @@ type MetricComparison struct {
 	// Overhead is the relative change (treatment − baseline) / baseline, as a
 	// fraction (0.041 is +4.1 %).
 	Overhead float64 `json:"overhead"`
-	// CILow is the lower bound of the 95 % confidence interval of Overhead.
+	// CILow is the lower bound of the confidence interval of Overhead (95 %,
+	// or the row's confidence).
 	CILow float64 `json:"ciLow"`
-	// CIHigh is the upper bound of the 95 % confidence interval of Overhead.
+	// CIHigh is the upper bound of the confidence interval of Overhead.
 	CIHigh float64 `json:"ciHigh"`
 	// Significant is true when the interval excludes 0.
 	Significant bool `json:"significant"`

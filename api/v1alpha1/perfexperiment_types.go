@@ -34,9 +34,11 @@ type Percent string
 // +kubebuilder:validation:XValidation:rule="self.metrics.source != 'prometheus' || has(self.metrics.prometheus)",fieldPath=".metrics.prometheus",reason="FieldValueRequired",message="metrics.prometheus.url is required when metrics.source is prometheus"
 // +kubebuilder:validation:XValidation:rule="!self.windows.baseline.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.baseline).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.baseline",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
 // +kubebuilder:validation:XValidation:rule="!self.windows.treatment.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.metrics.interval.matches('^([0-9]{1,6}([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.windows.treatment).getMilliseconds() >= 4 * duration(self.metrics.interval).getMilliseconds()",fieldPath=".windows.treatment",message="must be at least 4 metrics.interval long, or the window has too few samples to measure"
-// +kubebuilder:validation:XValidation:rule="!has(self.design) || self.design != 'interleaved' || (has(self.toggle) && (has(self.toggle.http) || has(self.toggle.exec)))",fieldPath=".design",message="interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"
-// +kubebuilder:validation:XValidation:rule="has(self.toggle) || !has(self.calibrate) || !self.calibrate",fieldPath=".calibrate",message="an A/A calibration measures a toggle's two arms: set toggle, or drop calibrate for a load-only sweep"
-// +kubebuilder:validation:XValidation:rule="has(self.toggle) || !has(self.successCriteria)",fieldPath=".successCriteria",message="success criteria are a toggle's overheads: set toggle, or drop successCriteria for a load-only sweep"
+// +kubebuilder:validation:XValidation:rule="!has(self.toggle) || !has(self.variants)",fieldPath=".variants",message="set either toggle (one change against the baseline) or variants (several), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.design) || self.design != 'interleaved' || has(self.variants) || (has(self.toggle) && (has(self.toggle.http) || has(self.toggle.exec)))",fieldPath=".design",message="interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"
+// +kubebuilder:validation:XValidation:rule="!has(self.variants) || !has(self.design) || self.design != 'interleaved'",fieldPath=".design",message="variants run one after the other against one baseline: use design sequential"
+// +kubebuilder:validation:XValidation:rule="has(self.toggle) || !has(self.calibrate) || !self.calibrate",fieldPath=".calibrate",message="an A/A calibration measures one toggle's two arms: set toggle (not variants), or drop calibrate"
+// +kubebuilder:validation:XValidation:rule="has(self.toggle) || has(self.variants) || !has(self.successCriteria)",fieldPath=".successCriteria",message="success criteria are a toggle's overheads: set toggle or variants, or drop successCriteria for a load-only sweep"
 // +kubebuilder:validation:XValidation:rule="!has(self.interleaving) || (has(self.design) && self.design == 'interleaved')",fieldPath=".interleaving",message="is only used with design interleaved"
 type PerfExperimentSpec struct {
 	// Target is the Deployment under test, in the experiment's own namespace.
@@ -100,6 +102,24 @@ type PerfExperimentSpec struct {
 	// the target is changed, and the result is status.curve and status.knee.
 	// +optional
 	Toggle *ToggleSpec `json:"toggle,omitempty"`
+
+	// Variants compare several toggles with one baseline: at every stage the
+	// baseline is measured once, then each variant in turn is applied,
+	// measured and reverted (a variant that rolls the pods is rolled out and
+	// back before the next one), so each is compared with the same baseline.
+	// The confidence intervals are widened for the number of variants
+	// (Bonferroni), so the run's 95 % holds for all comparisons together.
+	// Every variant must change the same thing (the same toggle kind, the same
+	// variable for env), so one original-state record restores any of them.
+	// Set either toggle or variants.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=5
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:XValidation:rule="self.all(v, [has(v.toggle.env), has(v.toggle.jvmOption), has(v.toggle.args), has(v.toggle.http), has(v.toggle.exec)] == [has(self[0].toggle.env), has(self[0].toggle.jvmOption), has(self[0].toggle.args), has(self[0].toggle.http), has(self[0].toggle.exec)])",message="every variant must use the same toggle kind, so that one original-state record restores any of them; compare different kinds in separate experiments"
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || !has(self[0].toggle.env) || self.all(v, v.toggle.env.name == self[0].toggle.env.name)",message="every env variant must set the same variable, so that one original-state record restores any of them"
+	Variants []ArmSpec `json:"variants,omitempty"`
 
 	// Knee says when a stage of a sweep counts as past the target's capacity.
 	// +optional
@@ -526,6 +546,20 @@ type KneeSpec struct {
 	P99Factor int32 `json:"p99Factor,omitempty"`
 }
 
+// ArmSpec is one variant of an experiment with spec.variants: a named toggle
+// measured against the shared baseline.
+type ArmSpec struct {
+	// Name labels the variant in the status, its windows and Jobs, such as
+	// serial.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a lower-case DNS label, such as serial"
+	Name string `json:"name"`
+
+	// Toggle is the variant's change. Exactly one kind is set.
+	Toggle ToggleSpec `json:"toggle"`
+}
+
 // ToggleSpec is the change under test. Exactly one kind is set.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.env), has(self.jvmOption), has(self.args), has(self.http), has(self.exec)].filter(x, x).size() == 1",message="set exactly one toggle kind: env, jvmOption, args, http or exec"
@@ -874,7 +908,7 @@ type CleanupSpec struct {
 // +kubebuilder:printcolumn:name="P99",type=string,JSONPath=`.status.overhead.p99`,description="p99 latency overhead of the toggle (largest over stages)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: the name labels the experiment's Jobs, pods and target"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || (self.spec.target == oldSelf.spec.target && self.spec.load == oldSelf.spec.load && has(self.spec.warmup) == has(oldSelf.spec.warmup) && (!has(self.spec.warmup) || self.spec.warmup == oldSelf.spec.warmup) && self.spec.stages == oldSelf.spec.stages && self.spec.windows == oldSelf.spec.windows && has(self.spec.toggle) == has(oldSelf.spec.toggle) && (!has(self.spec.toggle) || self.spec.toggle == oldSelf.spec.toggle) && has(self.spec.knee) == has(oldSelf.spec.knee) && (!has(self.spec.knee) || self.spec.knee == oldSelf.spec.knee) && self.spec.metrics == oldSelf.spec.metrics && self.spec.guardrails == oldSelf.spec.guardrails && has(self.spec.successCriteria) == has(oldSelf.spec.successCriteria) && (!has(self.spec.successCriteria) || self.spec.successCriteria == oldSelf.spec.successCriteria) && self.spec.cleanup == oldSelf.spec.cleanup)",fieldPath=".spec",reason="FieldValueForbidden",message="is immutable once the experiment has started: only spec.abort may change; create a new PerfExperiment to change the plan"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || (self.spec.target == oldSelf.spec.target && self.spec.load == oldSelf.spec.load && has(self.spec.warmup) == has(oldSelf.spec.warmup) && (!has(self.spec.warmup) || self.spec.warmup == oldSelf.spec.warmup) && self.spec.stages == oldSelf.spec.stages && self.spec.windows == oldSelf.spec.windows && has(self.spec.toggle) == has(oldSelf.spec.toggle) && (!has(self.spec.toggle) || self.spec.toggle == oldSelf.spec.toggle) && has(self.spec.variants) == has(oldSelf.spec.variants) && (!has(self.spec.variants) || self.spec.variants == oldSelf.spec.variants) && has(self.spec.knee) == has(oldSelf.spec.knee) && (!has(self.spec.knee) || self.spec.knee == oldSelf.spec.knee) && self.spec.metrics == oldSelf.spec.metrics && self.spec.guardrails == oldSelf.spec.guardrails && has(self.spec.successCriteria) == has(oldSelf.spec.successCriteria) && (!has(self.spec.successCriteria) || self.spec.successCriteria == oldSelf.spec.successCriteria) && self.spec.cleanup == oldSelf.spec.cleanup)",fieldPath=".spec",reason="FieldValueForbidden",message="is immutable once the experiment has started: only spec.abort may change; create a new PerfExperiment to change the plan"
 type PerfExperiment struct {
 	metav1.TypeMeta `json:",inline"`
 

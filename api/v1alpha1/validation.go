@@ -76,13 +76,13 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 
 	if s.Toggle != nil {
 		errs = append(errs, validateToggle(s.Toggle, p.Child("toggle"))...)
-	} else {
-		if s.Calibrate {
-			errs = append(errs, field.Invalid(p.Child("calibrate"), true, "an A/A calibration measures a toggle's two arms: set toggle, or drop calibrate for a load-only sweep"))
-		}
-		if s.SuccessCriteria != nil {
-			errs = append(errs, field.Invalid(p.Child("successCriteria"), "", "success criteria are a toggle's overheads: set toggle, or drop successCriteria for a load-only sweep"))
-		}
+	}
+	errs = append(errs, validateVariants(s, p)...)
+	if s.Toggle == nil && s.Calibrate {
+		errs = append(errs, field.Invalid(p.Child("calibrate"), true, "an A/A calibration measures one toggle's two arms: set toggle (not variants), or drop calibrate"))
+	}
+	if s.Toggle == nil && len(s.Variants) == 0 && s.SuccessCriteria != nil {
+		errs = append(errs, field.Invalid(p.Child("successCriteria"), "", "success criteria are a toggle's overheads: set toggle or variants, or drop successCriteria for a load-only sweep"))
 	}
 	errs = append(errs, validateDesign(s, p)...)
 	if s.Metrics.Source == MetricsSourcePrometheus && s.Metrics.Prometheus == nil {
@@ -98,12 +98,63 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 	return errs
 }
 
+// MaxVariants bounds spec.variants: each one adds a treatment window (and,
+// for a toggle that rolls the pods, two rollouts) to every stage.
+const MaxVariants = 5
+
+// validateVariants checks spec.variants: unique names, each a valid toggle,
+// all of the same kind (for env, of the same variable), so that the one
+// original-state record the lock writes restores any of them.
+func validateVariants(s *PerfExperimentSpec, p *field.Path) field.ErrorList {
+	if len(s.Variants) == 0 {
+		return nil
+	}
+	vp := p.Child("variants")
+	var errs field.ErrorList
+	if s.Toggle != nil {
+		errs = append(errs, field.Invalid(vp, "", "set either toggle (one change against the baseline) or variants (several), not both"))
+	}
+	if len(s.Variants) > MaxVariants {
+		errs = append(errs, field.Invalid(vp, len(s.Variants), fmt.Sprintf("at most %d variants: each adds a treatment window to every stage", MaxVariants)))
+	}
+	seen := map[string]bool{}
+	first := &s.Variants[0].Toggle
+	for i := range s.Variants {
+		v := &s.Variants[i]
+		ip := vp.Index(i)
+		switch msgs := validation.IsDNS1123Label(v.Name); {
+		case len(msgs) > 0:
+			errs = append(errs, field.Invalid(ip.Child("name"), v.Name, "must be a lower-case DNS label, such as serial"))
+		case len(v.Name) > 20:
+			errs = append(errs, field.Invalid(ip.Child("name"), v.Name, "must be at most 20 characters: it is part of the variant's Job names"))
+		case seen[v.Name]:
+			errs = append(errs, field.Invalid(ip.Child("name"), v.Name, "another variant has this name: each needs its own"))
+		}
+		seen[v.Name] = true
+		terrs := validateToggle(&v.Toggle, ip.Child("toggle"))
+		errs = append(errs, terrs...)
+		if len(terrs) > 0 || i == 0 {
+			continue
+		}
+		switch {
+		case v.Toggle.Kind() != first.Kind():
+			errs = append(errs, field.Invalid(ip.Child("toggle"), v.Toggle.Kind(), fmt.Sprintf("every variant must use the same toggle kind (the first is %s), so that one original-state record restores any of them; compare different kinds in separate experiments", first.Kind())))
+		case v.Toggle.Env != nil && v.Toggle.Env.Name != first.Env.Name:
+			errs = append(errs, field.Invalid(ip.Child("toggle", "env", "name"), v.Toggle.Env.Name, fmt.Sprintf("every env variant must set the same variable (the first sets %s), so that one original-state record restores any of them", first.Env.Name)))
+		}
+	}
+	if s.Design == DesignInterleaved {
+		errs = append(errs, field.Invalid(p.Child("design"), s.Design, "variants run one after the other against one baseline: use design sequential"))
+	}
+	return errs
+}
+
 func validateDesign(s *PerfExperimentSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch s.Design {
 	case DesignSequential:
 	case DesignInterleaved:
-		if s.Toggle.RollsPods() || !s.HasToggle() {
+		if len(s.Variants) == 0 && (s.Toggle.RollsPods() || !s.HasToggle()) {
 			errs = append(errs, field.Invalid(p.Child("design"), s.Design, "interleaved switches the toggle several times under one continuous load, so it needs a runtime toggle (http or exec); env, jvmOption and args roll the pods: use design sequential"))
 		}
 	default:

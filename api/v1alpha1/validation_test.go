@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -355,6 +356,56 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "interleaved without a toggle",
 			mutate: func(s *PerfExperimentSpec) { s.Toggle, s.SuccessCriteria, s.Design = nil, nil, DesignInterleaved },
 			want:   []string{"spec.design"}},
+		{name: "toggle and variants",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Variants = []ArmSpec{{Name: "serial", Toggle: ToggleSpec{JVMOption: "-XX:+UseSerialGC"}}}
+			},
+			want: []string{"spec.variants"}},
+		{name: "variants of two kinds",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = nil
+				s.Variants = []ArmSpec{{Name: "serial", Toggle: ToggleSpec{JVMOption: "-XX:+UseSerialGC"}}, {Name: "flag", Toggle: ToggleSpec{Args: []string{"--flag"}}}}
+			},
+			want: []string{"spec.variants[1].toggle"}},
+		{name: "env variants of two variables",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = nil
+				v := "1"
+				s.Variants = []ArmSpec{{Name: "a", Toggle: ToggleSpec{Env: &EnvToggle{Name: "A", Value: &v}}}, {Name: "b", Toggle: ToggleSpec{Env: &EnvToggle{Name: "B", Value: &v}}}}
+			},
+			want: []string{"spec.variants[1].toggle.env.name"}},
+		{name: "variants with the same name",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = nil
+				s.Variants = []ArmSpec{{Name: "gc", Toggle: ToggleSpec{JVMOption: "-XX:+UseSerialGC"}}, {Name: "gc", Toggle: ToggleSpec{JVMOption: "-XX:+UseParallelGC"}}}
+			},
+			want: []string{"spec.variants[1].name"}},
+		{name: "variant without a name and with two kinds",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = nil
+				s.Variants = []ArmSpec{{Name: "Serial GC", Toggle: ToggleSpec{JVMOption: "-XX:+UseSerialGC", Args: []string{"x"}}}}
+			},
+			want: []string{"spec.variants[0].name", "spec.variants[0].toggle"}},
+		{name: "six variants",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle = nil
+				for i := range 6 {
+					s.Variants = append(s.Variants, ArmSpec{Name: fmt.Sprintf("v%d", i), Toggle: ToggleSpec{JVMOption: "-XX:+UseSerialGC"}})
+				}
+			},
+			want: []string{"spec.variants"}},
+		{name: "variants interleaved",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle, s.Design = nil, DesignInterleaved
+				s.Variants = []ArmSpec{{Name: "on", Toggle: ToggleSpec{HTTP: &HTTPToggle{Port: 8081, HTTPRequest: HTTPRequest{Path: "/on"}, Revert: HTTPRequest{Path: "/off"}, Timeout: "5s"}}}}
+			},
+			want: []string{"spec.design"}},
+		{name: "variants calibrate",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Toggle, s.Calibrate = nil, true
+				s.Variants = []ArmSpec{{Name: "serial", Toggle: ToggleSpec{JVMOption: "-XX:+UseSerialGC"}}}
+			},
+			want: []string{"spec.calibrate"}},
 		{name: "stage qps 100001",
 			mutate: func(s *PerfExperimentSpec) { s.Stages[2].QPS = 100001 },
 			want:   []string{"spec.stages[2].qps"}},

@@ -170,7 +170,7 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 			return err
 		}
 	}
-	if exp.Spec.Toggle == nil && len(st.Summary) == 0 { // a load-only sweep
+	if !exp.Spec.HasToggle() && len(st.Summary) == 0 { // a load-only sweep
 		if len(st.Curve) == 0 {
 			fmt.Fprintln(w, "a load-only sweep: no stage completed, no curve yet")
 		}
@@ -182,11 +182,31 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STAGE\tCPU (cores)\tΔCPU\tCPU OVERHEAD (95% CI)\tMEMORY (MiB)\tΔMEMORY\tMEMORY OVERHEAD (95% CI)\tP99 (ms)\tP99 OVERHEAD (95% CI)\tVERDICT")
+	// With variants, each row compares one variant with the stage's
+	// baseline, at the row's (Bonferroni-corrected) confidence.
+	variants, ci := false, 0.95
+	for _, s := range st.Summary {
+		variants = variants || s.Variant != ""
+		if s.Confidence != 0 {
+			ci = s.Confidence
+		}
+	}
+	ciLabel := "95% CI"
+	if ci != 0.95 {
+		ciLabel = fmt.Sprintf("%.1f%% CI", 100*ci)
+	}
+	first := "STAGE\t"
+	if variants {
+		first = "STAGE\tVARIANT\t"
+	}
+	fmt.Fprintf(tw, "%sCPU (cores)\tΔCPU\tCPU OVERHEAD (%s)\tMEMORY (MiB)\tΔMEMORY\tMEMORY OVERHEAD (%s)\tP99 (ms)\tP99 OVERHEAD (%s)\tVERDICT\n", first, ciLabel, ciLabel, ciLabel)
 	for _, s := range st.Summary {
 		stage := s.Stage
 		if stage == "" {
 			stage = fmt.Sprintf("%dqps", s.QPS)
+		}
+		if variants {
+			stage += "\t" + s.Variant
 		}
 		v := string(s.Verdict)
 		if !s.Trustworthy {
@@ -200,11 +220,18 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\npp: percentage points of the limit; *: significant (95% CI excludes 0); !: exceeds the success criterion")
+	fmt.Fprintf(w, "\npp: percentage points of the limit; *: significant (%s excludes 0); !: exceeds the success criterion\n", ciLabel)
+	if variants {
+		fmt.Fprintf(w, "each variant against the stage's baseline; intervals at %.1f%% each (Bonferroni), so all of them hold together at 95%%\n", 100*ci)
+	}
 	var mdes []string
 	for _, s := range st.Summary {
 		if m := mdeLine(s); m != "" {
-			mdes = append(mdes, s.Stage+": "+m)
+			name := s.Stage
+			if s.Variant != "" {
+				name += " " + s.Variant
+			}
+			mdes = append(mdes, name+": "+m)
 		}
 	}
 	if len(mdes) > 0 {

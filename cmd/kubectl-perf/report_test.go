@@ -555,3 +555,41 @@ func TestReportSweep(t *testing.T) {
 		}
 	}
 }
+
+// With variants, each row names its variant and the intervals are labelled
+// with the corrected confidence.
+func TestReportVariants(t *testing.T) {
+	cmp := func(b, tr float64) *perfv1.MetricComparison {
+		return &perfv1.MetricComparison{Baseline: b, Treatment: tr, Delta: tr - b, Overhead: tr/b - 1, CILow: tr/b - 1.02, CIHigh: tr/b - 0.98}
+	}
+	exp := &perfv1.PerfExperiment{}
+	exp.Namespace, exp.Name = "perf-demo", "jvm-gc-variants"
+	exp.Spec.Variants = []perfv1.ArmSpec{{Name: "g1"}, {Name: "serial"}, {Name: "parallel"}}
+	exp.Spec.Variants[0].Toggle.JVMOption = "-XX:+UseG1GC"
+	exp.Status.Phase, exp.Status.Verdict = perfv1.PhaseSucceeded, perfv1.VerdictNoEffect
+	for i, v := range []string{"g1", "serial", "parallel"} {
+		exp.Status.Summary = append(exp.Status.Summary, perfv1.StageSummary{Stage: "50", QPS: 50, Variant: v, Confidence: 1 - 0.05/3,
+			CPU: cmp(0.2, 0.2+0.01*float64(i)), Memory: cmp(200<<20, float64(200+10*i)*(1<<20)), P99: cmp(10, 11), Trustworthy: true, Verdict: perfv1.VerdictNoEffect})
+	}
+	var out strings.Builder
+	if err := printReport(&out, exp); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{"STAGE  VARIANT", "CPU OVERHEAD (98.3% CI)", "intervals at 98.3% each (Bonferroni)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, v := range []string{"g1", "serial", "parallel"} {
+		found := false
+		for _, l := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "50" && f[1] == v {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no row for variant %s", v)
+		}
+	}
+}

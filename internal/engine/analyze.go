@@ -19,30 +19,55 @@ func (x *decider) analyzing() {
 		x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded, Outcome(x.spec, x.st)+"; nothing on Deployment "+x.spec.Target.Deployment+" was changed")
 		return
 	}
+	opts := analysis.DefaultOptions()
+	arms := x.spec.Arms()
+	if len(arms) > 1 {
+		// Bonferroni: each variant's interval at 1 − α/k, so the k
+		// comparisons of a stage hold together at the run's 95 %.
+		opts.Confidence = 1 - (1-analysis.DefaultConfidence)/float64(len(arms))
+	}
 	var summary []perfv1.StageSummary
 	for s := range x.spec.Stages {
-		in := x.stageInput(int32(s))
-		row, err := analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions())
-		if err != nil {
-			in.Trustworthy = false
-			in.CPU, in.Memory, in.Heap = [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}
-			in.Rounds = nil
-			// The event says why the full analysis failed, not how the
-			// fallback without resource series fared.
-			var again error
-			if row, again = analysis.SummarizeStage(in, x.spec.SuccessCriteria, analysis.DefaultOptions()); again != nil {
-				row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Verdict: perfv1.VerdictInconclusive}
-			}
-			x.event(true, perfv1.ReasonAnalysisIncomplete, "stage %s: %v", in.Name, err)
+		for _, arm := range arms {
+			summary = append(summary, x.summarizeStage(int32(s), arm, opts))
 		}
-		row.Concurrency = x.spec.Stages[s].Concurrency
-		summary = append(summary, row)
 	}
 	x.st.Summary = summary
 	x.st.Verdict = analysis.Verdict(summary, x.spec.SuccessCriteria, false)
 	cols := analysis.Columns(summary)
 	x.st.Overhead = &cols
 	x.finish(perfv1.PhaseSucceeded, perfv1.ReasonSucceeded, fmt.Sprintf("%s; Deployment %s restored", Outcome(x.spec, x.st), x.spec.Target.Deployment))
+}
+
+// summarizeStage is one row of the overhead table: a stage's treatment
+// windows of arm against its baseline. A stage whose series cannot be
+// compared (no samples at all) still gets its latency rows and is marked
+// untrustworthy.
+func (x *decider) summarizeStage(s int32, arm perfv1.Arm, opts analysis.Options) perfv1.StageSummary {
+	in := x.stageInput(s, arm.Name)
+	label := in.Name
+	if arm.Name != "" {
+		label += " " + arm.Name
+	}
+	row, err := analysis.SummarizeStage(in, x.spec.SuccessCriteria, opts)
+	if err != nil {
+		in.Trustworthy = false
+		in.CPU, in.Memory, in.Heap = [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}
+		in.Rounds = nil
+		// The event says why the full analysis failed, not how the
+		// fallback without resource series fared.
+		var again error
+		if row, again = analysis.SummarizeStage(in, x.spec.SuccessCriteria, opts); again != nil {
+			row = perfv1.StageSummary{Stage: in.Name, QPS: in.QPS, Verdict: perfv1.VerdictInconclusive}
+		}
+		x.event(true, perfv1.ReasonAnalysisIncomplete, "stage %s: %v", label, err)
+	}
+	row.Concurrency = x.spec.Stages[s].Concurrency
+	row.Variant = arm.Name
+	if opts.Confidence != analysis.DefaultConfidence {
+		row.Confidence = opts.Confidence
+	}
+	return row
 }
 
 // Outcome says how a completed run ended, for its event and its Complete
@@ -54,6 +79,10 @@ func Outcome(spec *perfv1.PerfExperimentSpec, st *perfv1.PerfExperimentStatus) s
 		return sweepOutcome(st)
 	}
 	msg := fmt.Sprintf("all %d stages measured, verdict %s", len(st.Summary), st.Verdict)
+	if n := len(spec.Variants); n > 0 && len(st.Summary) == n*len(spec.Stages) {
+		msg = fmt.Sprintf("all %d stages measured with %d variants, verdict %s (intervals at %.1f %% each, 95 %% together)",
+			len(spec.Stages), n, st.Verdict, 100*(1-(1-analysis.DefaultConfidence)/float64(n)))
+	}
 	if floor := noiseFloor(st.Summary); floor != "" && (st.Verdict == perfv1.VerdictNoEffect || spec.Calibrate) {
 		msg += "; no effect larger than " + floor + " could be seen"
 	}
@@ -105,8 +134,9 @@ func significantRows(stages []perfv1.StageSummary) (flagged, total int) {
 	return flagged, total
 }
 
-// stageInput gathers a stage's baseline and treatment windows for the analysis.
-func (x *decider) stageInput(stage int32) analysis.StageInput {
+// stageInput gathers a stage's baseline and arm's treatment windows for the
+// analysis.
+func (x *decider) stageInput(stage int32, arm string) analysis.StageInput {
 	in := analysis.StageInput{Name: x.spec.StageName(int(stage)), QPS: x.spec.Stages[stage].QPS, Trustworthy: true}
 	if m := x.st.Measurement; m != nil {
 		replicas := float64(max(m.Replicas, 1))
@@ -118,7 +148,7 @@ func (x *decider) stageInput(stage int32) analysis.StageInput {
 		return in
 	}
 	for i, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
-		w := x.lastWindow(stage, v)
+		w := x.lastWindow(stage, v, arm)
 		if w == nil || w.Valid == nil || !*w.Valid {
 			in.Trustworthy = false
 		}
@@ -179,9 +209,14 @@ func (x *decider) roundsInput(in *analysis.StageInput, stage int32) {
 	in.Trustworthy = n >= 2 && 2*n >= rounds
 }
 
-func (x *decider) lastWindow(stage int32, v perfv1.Variant) *perfv1.WindowStatus {
+// lastWindow is the stage's last window of kind v: a treatment window of arm
+// (a baseline is every arm's).
+func (x *decider) lastWindow(stage int32, v perfv1.Variant, arm string) *perfv1.WindowStatus {
+	if v != perfv1.VariantTreatment {
+		arm = ""
+	}
 	for i := len(x.st.Windows) - 1; i >= 0; i-- {
-		if w := &x.st.Windows[i]; w.Stage == stage && w.Variant == v {
+		if w := &x.st.Windows[i]; w.Stage == stage && w.Variant == v && w.Arm == arm {
 			return w
 		}
 	}

@@ -28,7 +28,7 @@ func (x *decider) curve() ([]perfv1.CurvePoint, *perfv1.KneeStatus) {
 		name := x.spec.StageName(i)
 		p := perfv1.CurvePoint{Stage: name, QPS: st.QPS, Concurrency: st.Concurrency}
 		loads[i] = analysis.LoadPoint{Name: name, QPS: st.QPS, Concurrency: st.Concurrency}
-		w := x.lastWindow(int32(i), perfv1.VariantBaseline)
+		w := x.lastWindow(int32(i), perfv1.VariantBaseline, "")
 		if w != nil && w.Load != nil {
 			l := w.Load
 			p.AchievedQPS, p.P50Ms, p.P95Ms, p.P99Ms = l.AchievedQPS, l.P50Ms, l.P95Ms, l.P99Ms

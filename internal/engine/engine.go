@@ -80,7 +80,40 @@ func (x *decider) enter(p perfv1.Phase, stage int32) {
 		return
 	}
 	x.st.StageIndex = &stage
-	x.st.CurrentStage = stageLabel(x.spec, stage)
+	variant := ""
+	switch p {
+	case perfv1.PhaseSwitching, perfv1.PhaseTreatment, perfv1.PhaseReverting:
+		variant = x.arm().Name
+	default:
+		x.st.VariantIndex = nil // a stage's variants start again at its baseline
+	}
+	x.st.CurrentStage = stageLabel(x.spec, stage, variant)
+}
+
+// arm is the change being applied, measured or reverted: spec.toggle, or the
+// variant status.variantIndex names (the first before any).
+func (x *decider) arm() perfv1.Arm {
+	arms := x.spec.Arms()
+	if len(arms) == 0 {
+		return perfv1.Arm{}
+	}
+	i := int32(0)
+	if x.st.VariantIndex != nil && len(x.spec.Variants) > 0 {
+		i = min(max(*x.st.VariantIndex, 0), int32(len(arms)-1))
+	}
+	return arms[i]
+}
+
+// appliedArm is the arm whose toggle was last applied (status.toggle.variant):
+// a revert sends its switch-back. It falls back to the current arm for a
+// status written before the variant was recorded.
+func (x *decider) appliedArm() perfv1.Arm {
+	if x.st.Toggle != nil {
+		if a, ok := x.spec.ArmNamed(x.st.Toggle.Variant); ok {
+			return a
+		}
+	}
+	return x.arm()
 }
 
 func (x *decider) stage() int32 {
@@ -346,12 +379,17 @@ func (x *decider) revert() {
 	if x.escalate(pods) {
 		return
 	}
-	x.act(Action{Kind: ActionRevertToggle, Original: original, Pods: pods})
+	arm := x.appliedArm()
+	x.act(Action{Kind: ActionRevertToggle, Original: original, Pods: pods, Toggle: arm.Toggle})
 	if x.st.Toggle != nil && x.st.Toggle.Applied {
 		now := x.now()
 		x.st.Toggle.Applied = false
 		x.st.Toggle.RevertedAt = &now
-		x.event(false, perfv1.ReasonToggleOff, "toggle reverted on Deployment %s", x.spec.Target.Deployment)
+		if arm.Name != "" {
+			x.event(false, perfv1.ReasonToggleOff, "variant %s reverted on Deployment %s", arm.Name, x.spec.Target.Deployment)
+		} else {
+			x.event(false, perfv1.ReasonToggleOff, "toggle reverted on Deployment %s", x.spec.Target.Deployment)
+		}
 	}
 }
 
@@ -360,7 +398,7 @@ func (x *decider) revert() {
 // escalate: a template revert is one API write, retried until it goes through.
 func (x *decider) escalate(pods []string) bool {
 	c := meta.FindStatusCondition(x.persisted.Conditions, perfv1.ConditionRevertFailing)
-	if len(pods) == 0 || x.spec.Toggle.RollsPods() || c == nil || c.Status != metav1.ConditionTrue {
+	if len(pods) == 0 || x.spec.Switch().RollsPods() || c == nil || c.Status != metav1.ConditionTrue {
 		return false
 	}
 	timeout := x.plan.revertTimeout
@@ -370,7 +408,7 @@ func (x *decider) escalate(pods []string) bool {
 	now := x.now()
 	x.st.Toggle.Applied = false
 	x.st.Toggle.RevertedAt = &now
-	if x.spec.Toggle.OnRevertFailure == perfv1.RevertFailureKeep {
+	if x.appliedArm().Toggle.OnRevertFailure == perfv1.RevertFailureKeep {
 		x.d.RevertOutcome = perfv1.ReasonRevertAbandoned
 		x.event(true, perfv1.ReasonRevertAbandoned, "the revert failed for %s; toggle.onRevertFailure is Keep: the toggle may still be on pods %s", timeout, strings.Join(pods, ", "))
 		return true

@@ -252,12 +252,19 @@ func (x *decider) switchToggle(on bool, stage int32) {
 	x.revert()
 }
 
-// applyToggle switches the toggle on.
+// applyToggle switches the current arm's toggle on (spec.toggle, or the
+// variant being measured) and records which one it is.
 func (x *decider) applyToggle(stage int32) {
-	x.act(Action{Kind: ActionApplyToggle, Original: x.st.Toggle.Original})
+	arm := x.arm()
+	x.act(Action{Kind: ActionApplyToggle, Original: x.st.Toggle.Original, Toggle: arm.Toggle})
 	now := x.now()
 	x.st.Toggle.Applied = true
 	x.st.Toggle.AppliedAt = &now
+	x.st.Toggle.Variant = arm.Name
+	if arm.Name != "" {
+		x.event(false, perfv1.ReasonToggleOn, "variant %s applied to Deployment %s for stage %s", arm.Name, x.spec.Target.Deployment, x.spec.StageName(int(stage)))
+		return
+	}
 	x.event(false, perfv1.ReasonToggleOn, "toggle applied to Deployment %s for stage %s", x.spec.Target.Deployment, x.spec.StageName(int(stage)))
 }
 

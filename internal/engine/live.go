@@ -75,7 +75,7 @@ func (x *decider) judgeLive() bool {
 		// requests to pods being replaced fail whatever the toggle does, which is
 		// what the settle period keeps out of the run. Its errors are not judged
 		// live; the treatment window after it is.
-		rolling := rec.Variant == perfv1.VariantSettle && x.spec.Toggle.RollsPods()
+		rolling := rec.Variant == perfv1.VariantSettle && x.spec.Switch().RollsPods()
 		if x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil && !rolling {
 			if msg, bad := x.liveErrorRate(rec, c); bad {
 				x.finish(perfv1.PhaseAborted, perfv1.ReasonErrorRate, msg)

@@ -97,26 +97,31 @@ func stageWindow(spec *perfv1.PerfExperimentSpec, stage int32, v perfv1.Variant,
 // stage's rate, toggleOff).
 // It lasts long enough for the longest allowed rollout plus the settle period;
 // the engine deletes it as soon as the settle period is over.
-func (p plan) settleWindow(spec *perfv1.PerfExperimentSpec, stage int32, toggleOff bool) k6.Window {
+func (p plan) settleWindow(spec *perfv1.PerfExperimentSpec, stage int32, toggleOff bool, arm string) k6.Window {
 	d := p.settle + settleSlack
-	if spec.Toggle.RollsPods() {
+	if spec.Switch().RollsPods() {
 		d += p.rolloutTimeout
 	}
 	w := stageWindow(spec, stage, perfv1.VariantSettle, d)
-	w.ToggleOff = toggleOff
+	w.ToggleOff, w.Arm = toggleOff, arm
 	return w
 }
 
 // needsSettle reports whether a toggle change is followed by a settle period.
 // Runtime toggles with settle 0s go straight to the next window.
 func (p plan) needsSettle(spec *perfv1.PerfExperimentSpec) bool {
-	return spec.Toggle.RollsPods() || p.settle > 0
+	return spec.Switch().RollsPods() || p.settle > 0
 }
 
-// stageLabel is the printer column's "2/3 (1000qps)" or "2/3 (10 VUs)".
-func stageLabel(spec *perfv1.PerfExperimentSpec, stage int32) string {
+// stageLabel is the printer column's "2/3 (1000qps)" or "2/3 (10 VUs)", and
+// "2/3 (1000qps) serial" while a variant is applied, measured or reverted.
+func stageLabel(spec *perfv1.PerfExperimentSpec, stage int32, variant string) string {
 	if stage < 0 {
 		return fmt.Sprintf("warm-up (%dqps)", spec.Warmup.QPS)
 	}
-	return fmt.Sprintf("%d/%d (%s)", stage+1, len(spec.Stages), spec.Stages[stage].LoadLabel())
+	label := fmt.Sprintf("%d/%d (%s)", stage+1, len(spec.Stages), spec.Stages[stage].LoadLabel())
+	if variant != "" {
+		label += " " + variant
+	}
+	return label
 }

@@ -30,7 +30,17 @@ func (x *decider) baseline() {
 		x.nextStage()
 		return
 	}
-	// Apply the toggle and keep load on the target while it rolls out and settles.
+	if len(x.spec.Variants) > 0 {
+		first := int32(0)
+		x.st.VariantIndex = &first
+	}
+	x.switchOn(s)
+}
+
+// switchOn applies the current arm's toggle (spec.toggle, or the variant
+// status.variantIndex names) and keeps load on the target while it rolls out
+// and settles.
+func (x *decider) switchOn(s int32) {
 	if !x.spec.Calibrate { // an A/A run measures its second arm untouched
 		x.applyToggle(s)
 	}
@@ -39,6 +49,16 @@ func (x *decider) baseline() {
 		x.openSettle(s, false)
 	}
 	x.switching()
+}
+
+// nextVariant is the index of the variant to measure after the current one
+// at this stage, or false after the last (or without variants).
+func (x *decider) nextVariant() (int32, bool) {
+	if x.st.VariantIndex == nil {
+		return 0, false
+	}
+	next := *x.st.VariantIndex + 1
+	return next, next < int32(len(x.spec.Variants))
 }
 
 func (x *decider) switching() {
@@ -56,7 +76,14 @@ func (x *decider) treatment() {
 	s := x.stage()
 	x.revert()
 	x.enter(perfv1.PhaseReverting, s)
-	if s+1 < int32(len(x.spec.Stages)) && x.plan.needsSettle(x.spec) {
+	// The revert settles under the load that comes next: this stage's, for
+	// its next variant, or the next stage's, before its baseline.
+	_, more := x.nextVariant()
+	switch {
+	case !x.plan.needsSettle(x.spec):
+	case more:
+		x.openSettle(s, true)
+	case s+1 < int32(len(x.spec.Stages)):
 		x.openSettle(s+1, true)
 	}
 	x.reverting()
@@ -64,6 +91,14 @@ func (x *decider) treatment() {
 
 func (x *decider) reverting() {
 	if !x.settled() {
+		return
+	}
+	if next, more := x.nextVariant(); more {
+		// Each variant starts from the original state, with the same revert
+		// guarantees as a single toggle: the previous one was reverted, and
+		// its rollout completed and settled, before this one is applied.
+		x.st.VariantIndex = &next
+		x.switchOn(x.stage())
 		return
 	}
 	x.nextStage()
@@ -87,8 +122,11 @@ func (x *decider) nextStage() {
 func (x *decider) openWindow(v perfv1.Variant) {
 	stage := x.stage()
 	w := x.plan.measured(x.spec, stage, v)
+	if v == perfv1.VariantTreatment {
+		w.Arm = x.arm().Name
+	}
 	name := k6.JobName(x.exp.Name, w)
-	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: w.Stage, QPS: w.QPS, Concurrency: w.VUs, Variant: v, Job: name})
+	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: w.Stage, QPS: w.QPS, Concurrency: w.VUs, Variant: v, Arm: w.Arm, Job: name})
 	x.act(Action{Kind: ActionCreateJob, Window: w, JobName: name})
 	x.wakeAt(x.obs.Now.Add(CacheLag))
 	x.wait(fmt.Sprintf("%s window of stage %s: load Job %s starting", v, stageName(x.spec, stage), name))
@@ -98,10 +136,10 @@ func (x *decider) openWindow(v perfv1.Variant) {
 // For a runtime toggle the settle clock starts now; for one that rolls the pods
 // it starts when the rollout completes.
 func (x *decider) openSettle(stage int32, toggleOff bool) {
-	w := x.plan.settleWindow(x.spec, stage, toggleOff)
+	w := x.plan.settleWindow(x.spec, stage, toggleOff, x.arm().Name)
 	name := k6.JobName(x.exp.Name, w)
-	rec := perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Concurrency: w.VUs, Variant: perfv1.VariantSettle, Job: name}
-	if !x.spec.Toggle.RollsPods() {
+	rec := perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Concurrency: w.VUs, Variant: perfv1.VariantSettle, Arm: w.Arm, Job: name}
+	if !x.spec.Switch().RollsPods() {
 		now := x.now()
 		rec.Start = &now
 	}
@@ -129,6 +167,7 @@ func (x *decider) measure(v perfv1.Variant) bool {
 		return false
 	}
 	w := x.plan.measured(x.spec, rec.Stage, v)
+	w.Arm = rec.Arm
 	job := x.obs.Jobs[rec.Job]
 	switch {
 	case job == nil:
@@ -237,7 +276,7 @@ func (x *decider) jobMissing(rec *perfv1.WindowStatus, w k6.Window) {
 // settled follows the Switching and Reverting phases: the rollout (for toggles
 // that roll the pods) and then the settle period, both under load.
 func (x *decider) settled() bool {
-	if x.spec.Toggle.RollsPods() {
+	if x.spec.Switch().RollsPods() {
 		r := x.obs.Target.Rollout
 		deadline := x.st.PhaseStartTime.Add(x.plan.rolloutTimeout)
 		if !r.Complete || r.ObservedGeneration < x.st.Toggle.TargetGeneration {

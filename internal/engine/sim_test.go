@@ -26,8 +26,12 @@ type world struct {
 	targetExists bool
 	heldBy       string
 	// changed is what someone else changed on the target (Target.Changed).
-	changed      string
-	applied      bool // whether the toggle is in effect on the target
+	changed string
+	applied bool // whether the toggle is in effect on the target
+	// active is the toggle in effect (spec.toggle or a variant's) while
+	// applied; cpuOf, when set, is each pod's CPU with it on (0.42 otherwise).
+	active       *perfv1.ToggleSpec
+	cpuOf        func(t *perfv1.ToggleSpec) float64
 	generation   int64
 	observedGen  int64
 	rolloutAt    time.Time // when the current generation finishes rolling out
@@ -99,6 +103,9 @@ func (w *world) observe() Observed {
 			cpu := 0.4
 			if w.applied {
 				cpu = 0.42
+				if w.cpuOf != nil {
+					cpu = w.cpuOf(w.active)
+				}
 			}
 			if w.loadChangedWithin(w.cpuWindow) {
 				cpu = cpuSpike
@@ -214,6 +221,16 @@ func (w *world) step() Decision {
 		case ActionApplyToggle, ActionRevertToggle:
 			w.toggleActions++
 			want := a.Kind == ActionApplyToggle
+			if a.Toggle == nil {
+				w.t.Fatalf("%s without the toggle to run", a.Kind)
+			}
+			if w.applied && a.Toggle != w.active {
+				// A variant applied over another would leave both changes'
+				// effects mixed; a runtime revert must send the applied one's
+				// switch-back.
+				w.t.Fatalf("%s of %+v while %+v is on", a.Kind, *a.Toggle, *w.active)
+			}
+			w.active = a.Toggle
 			if w.applied != want { // the reconciler's toggle is idempotent
 				w.applied = want
 				w.generation++
@@ -224,7 +241,7 @@ func (w *world) step() Decision {
 					w.reverts++
 				}
 			}
-			if w.exp.Spec.Toggle.RollsPods() && d.Status.Toggle != nil {
+			if w.exp.Spec.Switch().RollsPods() && d.Status.Toggle != nil {
 				d.Status.Toggle.TargetGeneration = w.generation
 			}
 		case ActionCreateJob:

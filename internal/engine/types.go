@@ -178,6 +178,10 @@ type Action struct {
 	// Pods are the pods ActionRevertToggle switches back (runtime toggles: the
 	// pods the toggle may be on) and ActionDeletePods deletes.
 	Pods []string
+	// Toggle is the toggle ActionApplyToggle applies, or whose revert
+	// ActionRevertToggle runs: spec.toggle, or one of spec.variants' (the
+	// one status.toggle.variant names, for a revert).
+	Toggle *perfv1.ToggleSpec
 }
 
 // Event is a Kubernetes event to record; reasons equal condition reasons.

@@ -39,6 +39,10 @@ type Window struct {
 	// without it follows applying the toggle. The two share a stage number, so the
 	// name must tell them apart.
 	ToggleOff bool
+	// Arm is the spec.variants name of a treatment window, or of the settle
+	// period after applying or reverting that variant; "" otherwise. Each
+	// variant's windows of a stage get their own Job names.
+	Arm string
 }
 
 // Pods is how many k6 pods run the window: the parallelism, but never more
@@ -49,6 +53,7 @@ func (w Window) Pods(parallelism int32) int32 { return min(parallelism, max(w.QP
 const (
 	LabelStage     = "perfexp.dev/stage"
 	LabelVariant   = "perfexp.dev/variant"
+	LabelArm       = "perfexp.dev/arm"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "perf-operator"
 	// StageWarmup is the stage label's value for the warm-up window.
@@ -90,9 +95,13 @@ func windowSuffix(w Window) string {
 	suffix := "s" + strconv.Itoa(int(w.Stage)) + "-" + string(w.Variant)
 	if w.Variant == perfv1.VariantSettle {
 		if w.ToggleOff {
-			return suffix + "-off"
+			suffix += "-off"
+		} else {
+			suffix += "-on"
 		}
-		return suffix + "-on"
+	}
+	if w.Arm != "" {
+		suffix += "-" + w.Arm
 	}
 	return suffix
 }
@@ -126,10 +135,14 @@ func boundedName(prefix, suffix string) string {
 
 // labels are the labels of a window's Job and its pods.
 func labels(experiment string, w Window) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		perfv1.LabelExperiment: ExperimentLabelValue(experiment),
 		LabelStage:             stageLabel(w),
 		LabelVariant:           string(w.Variant),
 		LabelManagedBy:         ManagedBy,
 	}
+	if w.Arm != "" {
+		l[LabelArm] = w.Arm
+	}
+	return l
 }

@@ -31,6 +31,9 @@ func TestJobName(t *testing.T) {
 		{"one too long", strings.Repeat("b", 50), treatS12, "", "-s12-treatment"},
 		{"long", long60, treatS12, "", "-s12-treatment"},
 		{"longest", long253, Window{Stage: -1, Variant: perfv1.VariantWarmup}, "", "-warmup"},
+		{"a variant's treatment", "gc-choice", Window{Stage: 0, Variant: perfv1.VariantTreatment, Arm: "serial"}, "gc-choice-s0-treatment-serial", ""},
+		{"settle after a variant's revert", "gc-choice", Window{Stage: 2, Variant: perfv1.VariantSettle, ToggleOff: true, Arm: "parallel"}, "gc-choice-s2-settle-off-parallel", ""},
+		{"long with a variant", long60, Window{Stage: 12, Variant: perfv1.VariantSettle, ToggleOff: true, Arm: strings.Repeat("g", 20)}, "", "-s12-settle-off-" + strings.Repeat("g", 20)},
 		{"dots", "shop.checkout", Window{Stage: 0, Variant: perfv1.VariantBaseline}, "", "-s0-baseline"},
 	}
 	for _, tc := range cases {
@@ -62,6 +65,12 @@ func TestJobNamesAreUnique(t *testing.T) {
 				windows = append(windows, Window{Stage: s, Variant: v})
 			}
 			windows = append(windows, Window{Stage: s, Variant: perfv1.VariantSettle, ToggleOff: true})
+			// Every variant's treatment and both its settle periods.
+			for _, arm := range []string{"serial", "parallel", strings.Repeat("g", 20)} {
+				windows = append(windows, Window{Stage: s, Variant: perfv1.VariantTreatment, Arm: arm},
+					Window{Stage: s, Variant: perfv1.VariantSettle, Arm: arm},
+					Window{Stage: s, Variant: perfv1.VariantSettle, ToggleOff: true, Arm: arm})
+			}
 		}
 		seen := map[string]Window{}
 		for _, w := range windows {
