@@ -161,6 +161,41 @@ func TestSpecIsImmutableOnceStartedExceptAbort(t *testing.T) {
 	if err := k8s.Update(ctx, sweep); err != nil {
 		t.Fatalf("setting spec.abort on a started sweep refused: %v", err)
 	}
+
+	// A started run with variants: its variants are part of the plan.
+	arms := &perfv1.PerfExperiment{}
+	u = base(t)
+	u.SetName("immutable-variants")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, arms); err != nil {
+		t.Fatal(err)
+	}
+	arms.Spec.Toggle = nil
+	arms.Spec.Variants = []perfv1.ArmSpec{{Name: "serial", Toggle: perfv1.ToggleSpec{JVMOption: "-XX:+UseSerialGC"}}, {Name: "parallel", Toggle: perfv1.ToggleSpec{JVMOption: "-XX:+UseParallelGC"}}}
+	if err := k8s.Create(ctx, arms); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, arms) })
+	arms.Status.Phase = perfv1.PhaseTreatment
+	if err := k8s.Status().Update(ctx, arms); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(*perfv1.PerfExperiment){
+		"variant changed": func(e *perfv1.PerfExperiment) { e.Spec.Variants[1].Toggle.JVMOption = "-XX:+UseZGC" },
+		"variant removed": func(e *perfv1.PerfExperiment) { e.Spec.Variants = e.Spec.Variants[:1] },
+		"variants to a toggle": func(e *perfv1.PerfExperiment) {
+			e.Spec.Variants, e.Spec.Toggle = nil, &perfv1.ToggleSpec{JVMOption: "-XX:+UseSerialGC"}
+		},
+	} {
+		changed := arms.DeepCopy()
+		edit(changed)
+		if err := k8s.Update(ctx, changed); err == nil || !strings.Contains(err.Error(), "only spec.abort may change") {
+			t.Errorf("variants %s: want the edit refused naming spec.abort, got %v", name, err)
+		}
+	}
+	arms.Spec.Abort = true
+	if err := k8s.Update(ctx, arms); err != nil {
+		t.Fatalf("setting spec.abort on a started run with variants refused: %v", err)
+	}
 }
 
 // `kubectl explain` is how SREs read the API; every field must be documented.

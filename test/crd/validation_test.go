@@ -140,9 +140,23 @@ var invalidCases = []struct {
 	{"baseline under 4 samples", []edit{{"windows.baseline", "1m"}, {"metrics.interval", "30s"}}, "spec.windows.baseline", "at least 4 metrics.interval"},
 	{"treatment under 4 samples", []edit{{"windows.treatment", "50s"}, {"metrics.interval", "15s"}}, "spec.windows.treatment", "at least 4 metrics.interval"},
 	{"no toggle but success criteria", []edit{{"toggle", del}}, "spec.successCriteria", "success criteria are a toggle's overheads"},
-	{"no toggle but calibrate", []edit{{"toggle", del}, {"successCriteria", del}, {"calibrate", true}}, "spec.calibrate", "an A/A calibration measures a toggle's two arms"},
+	{"no toggle but calibrate", []edit{{"toggle", del}, {"successCriteria", del}, {"calibrate", true}}, "spec.calibrate", "an A/A calibration measures one toggle's two arms"},
 	{"no toggle but interleaved", []edit{{"toggle", del}, {"successCriteria", del}, {"design", "interleaved"}}, "spec.design", "needs a runtime toggle (http or exec)"},
 	{"interleaved with a toggle that rolls the pods", []edit{{"design", "interleaved"}, {"toggle", map[string]any{"jvmOption": "-XX:+UseSerialGC"}}}, "spec.design", "needs a runtime toggle (http or exec)"},
+	{"toggle and variants", []edit{{"variants", []any{jvmVariant("serial", "-XX:+UseSerialGC")}}}, "spec.variants", "set either toggle"},
+	{"variants of two kinds", []edit{{"toggle", del}, {"variants", []any{jvmVariant("serial", "-XX:+UseSerialGC"), map[string]any{"name": "flag", "toggle": map[string]any{"args": []any{"--flag"}}}}}},
+		"spec.variants", "every variant must use the same toggle kind"},
+	{"env variants of two variables", []edit{{"toggle", del}, {"variants", []any{
+		map[string]any{"name": "a", "toggle": map[string]any{"env": map[string]any{"name": "A", "value": "1"}}},
+		map[string]any{"name": "b", "toggle": map[string]any{"env": map[string]any{"name": "B", "value": "1"}}}}}},
+		"spec.variants", "every env variant must set the same variable"},
+	{"variants with one name", []edit{{"toggle", del}, {"variants", []any{jvmVariant("gc", "-XX:+UseSerialGC"), jvmVariant("gc", "-XX:+UseParallelGC")}}}, "spec.variants[1]", "Duplicate value"},
+	{"variant name not a label", []edit{{"toggle", del}, {"variants", []any{jvmVariant("Serial GC", "-XX:+UseSerialGC")}}}, "spec.variants[0].name", "lower-case DNS label"},
+	{"variant without a toggle", []edit{{"toggle", del}, {"variants", []any{map[string]any{"name": "a"}}}}, "spec.variants[0].toggle", "Required value"},
+	{"variant with two toggle kinds", []edit{{"toggle", del}, {"variants", []any{map[string]any{"name": "a", "toggle": map[string]any{"jvmOption": "-XX:+UseSerialGC", "args": []any{"x"}}}}}}, "spec.variants[0].toggle", "exactly one toggle kind"},
+	{"six variants", []edit{{"toggle", del}, {"variants", []any{jvmVariant("a", "-Xa"), jvmVariant("b", "-Xb"), jvmVariant("c", "-Xc"), jvmVariant("d", "-Xd"), jvmVariant("e", "-Xe"), jvmVariant("f", "-Xf")}}}, "spec.variants", "must have at most 5 items"},
+	{"variants interleaved", []edit{{"toggle", del}, {"design", "interleaved"}, {"variants", []any{jvmVariant("serial", "-XX:+UseSerialGC")}}}, "spec.design", "variants run one after the other"},
+	{"variants calibrate", []edit{{"toggle", del}, {"calibrate", true}, {"variants", []any{jvmVariant("serial", "-XX:+UseSerialGC")}}}, "spec.calibrate", "an A/A calibration measures one toggle's two arms"},
 	{"unknown design", []edit{{"design", "crossover"}}, "spec.design", "Unsupported value"},
 	{"interleaving without design interleaved", []edit{{"interleaving", map[string]any{"rounds": 4}}}, "spec.interleaving", "only used with design interleaved"},
 	{"one round", []edit{{"design", "interleaved"}, {"interleaving", map[string]any{"rounds": 1}}}, "spec.interleaving.rounds", "greater than or equal to 2"},
@@ -183,6 +197,10 @@ var invalidCases = []struct {
 	{"abort not a boolean", []edit{{"abort", "yes"}}, "spec.abort", "must be of type boolean"},
 	{"name longer than a label", []edit{{"__name", strings.Repeat("x", 64)}}, "metadata.name", "must be at most 63 characters"},
 	{"misspelled field", []edit{{"toogle", map[string]any{}}}, "spec.toogle", "unknown field"},
+}
+
+func jvmVariant(name, option string) map[string]any {
+	return map[string]any{"name": name, "toggle": map[string]any{"jvmOption": option}}
 }
 
 func TestInvalidManifestsAreRefusedNamingTheField(t *testing.T) {
