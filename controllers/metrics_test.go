@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func (f *fakeMetrics) Sample(ctx context.Context, t metrics.Target) ([]metrics.S
 	}
 	var out []metrics.Sample
 	for _, pod := range []string{"app-1", "app-2"} {
-		out = append(out, metrics.Sample{Time: now, Pod: pod, CPUCores: cpu, WorkingSetBytes: ws, HeapBytes: heap})
+		out = append(out, metrics.Sample{Time: now, Pod: pod, CPUCores: cpu, WorkingSetBytes: ws, HeapBytes: heap, GCSecondsPerSecond: math.NaN()})
 	}
 	return out, nil
 }

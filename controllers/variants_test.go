@@ -37,7 +37,10 @@ func TestVariantsRollOneAfterTheOtherAndRestoreTheTarget(t *testing.T) {
 		if x.Status.Phase == perfv1.PhaseTreatment && x.Status.VariantIndex != nil {
 			v := e.Spec.Variants[*x.Status.VariantIndex].Name
 			cur := &appsv1.Deployment{}
-			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: d.c.ns, Name: "app"}, cur); err == nil {
+			err := k8s.Get(context.Background(), client.ObjectKey{Namespace: d.c.ns, Name: "app"}, cur)
+			// The operator may have moved on between the two reads: judge
+			// the template only when the experiment did not change meanwhile.
+			if again := d.c.experiment(d.name); err == nil && again.ResourceVersion == x.ResourceVersion {
 				var vals []string
 				for _, ev := range cur.Spec.Template.Spec.Containers[0].Env {
 					if ev.Name == "PROFILING" {

@@ -328,6 +328,11 @@ type WindowSeries struct {
 	// (then it has as many points as cpu).
 	// +optional
 	Heap PackedSeries `json:"heap,omitempty"`
+	// GC is the time spent in garbage collection in microseconds per second,
+	// summed over the pods, packed, when the target exports GC timing (then
+	// it has as many points as cpu).
+	// +optional
+	GC PackedSeries `json:"gc,omitempty"`
 	// Missing counts the sampling instants of the window without usable
 	// numbers: a failed query, or an instant where a ready pod had no value or a
 	// value that is NaN, infinite or negative. Such an instant is left out of
@@ -430,6 +435,11 @@ type StageSummary struct {
 	// Heap compares heap bytes in use, when exported.
 	// +optional
 	Heap *MetricComparison `json:"heap,omitempty"`
+	// GC compares the time spent in garbage collection, in seconds per
+	// second over all pods (0.012 is 12 ms of GC each second), when the
+	// target exports GC timing.
+	// +optional
+	GC *MetricComparison `json:"gc,omitempty"`
 	// P50 compares median latency in milliseconds.
 	// +optional
 	P50 *MetricComparison `json:"p50,omitempty"`

@@ -796,6 +796,14 @@ type MetricQueries struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Heap string `json:"heap,omitempty"`
+
+	// GC returns each pod's share of time spent in garbage collection, in
+	// seconds per second (a rate over {{range}}). The default reads the
+	// collection time the JVM (client_java, Micrometer, OpenTelemetry) or the
+	// Go runtime exports; a pod that exports none has no GC row.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	GC string `json:"gc,omitempty"`
 }
 
 // GuardrailsSpec are the automatic abort rules.

@@ -59,6 +59,9 @@ func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 // SeriesValues are a window's series unpacked.
 type SeriesValues struct {
 	CPUMillicores, MemoryBytes, HeapBytes []int64
+	// GCMicrosPerSecond is the time spent in GC, in microseconds per second
+	// summed over the pods.
+	GCMicrosPerSecond []int64
 }
 
 // Values unpacks every metric of the window. A heap series of another length
@@ -78,11 +81,18 @@ func (s *WindowSeries) Values() (SeriesValues, error) {
 	if len(v.HeapBytes) != len(v.CPUMillicores) {
 		v.HeapBytes = nil
 	}
+	if v.GCMicrosPerSecond, err = s.GC.Values(); err != nil {
+		return SeriesValues{}, fmt.Errorf("gc: %w", err)
+	}
+	if len(v.GCMicrosPerSecond) != len(v.CPUMillicores) {
+		v.GCMicrosPerSecond = nil
+	}
 	return v, nil
 }
 
 // SetValues packs v into the window's series.
 func (s *WindowSeries) SetValues(v SeriesValues) {
 	s.CPU, s.Memory, s.Heap = PackSeries(v.CPUMillicores), PackSeries(v.MemoryBytes), PackSeries(v.HeapBytes)
+	s.GC = PackSeries(v.GCMicrosPerSecond)
 	s.Points = int32(len(v.CPUMillicores))
 }

@@ -151,7 +151,7 @@ func readTrace(path string) ([]instant, error) {
 			byT[t] = in
 		}
 		when := time.Unix(0, 0).Add(time.Duration(t * float64(time.Second)))
-		in.samples = append(in.samples, metrics.Sample{Time: when, Pod: rec[1], CPUCores: math.NaN(), WorkingSetBytes: ws, HeapBytes: heap})
+		in.samples = append(in.samples, metrics.Sample{Time: when, Pod: rec[1], CPUCores: math.NaN(), WorkingSetBytes: ws, HeapBytes: heap, GCSecondsPerSecond: math.NaN()})
 		in.limit = math.Max(in.limit, limit)
 		return nil
 	})

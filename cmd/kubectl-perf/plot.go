@@ -95,6 +95,13 @@ func panelsFor(st perfv1.PerfExperimentStatus) []plotPanel {
 			break
 		}
 	}
+	for _, w := range st.Windows {
+		if w.Series != nil && w.Series.GC != "" {
+			panels = append(panels, plotPanel{title: "Time in GC (ms per second)",
+				lines: scaled(func(v perfv1.SeriesValues) []int64 { return v.GCMicrosPerSecond }, 1000)})
+			break
+		}
+	}
 	panels = append(panels, plotPanel{title: "p99 latency per window (ms)", point: func(w perfv1.WindowStatus) (float64, bool) {
 		if w.Load == nil || w.Load.Requests == 0 {
 			return 0, false

@@ -224,6 +224,20 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 	if variants {
 		fmt.Fprintf(w, "each variant against the stage's baseline; intervals at %.1f%% each (Bonferroni), so all of them hold together at 95%%\n", 100*ci)
 	}
+	var gcs []string
+	for _, s := range st.Summary {
+		if s.GC == nil {
+			continue
+		}
+		name := s.Stage
+		if s.Variant != "" {
+			name += " " + s.Variant
+		}
+		gcs = append(gcs, fmt.Sprintf("%s %.1f → %.1f ms/s, %s", name, s.GC.Baseline*1000, s.GC.Treatment*1000, overhead(s.GC)))
+	}
+	if len(gcs) > 0 {
+		fmt.Fprintf(w, "time in GC (all pods): %s\n", strings.Join(gcs, "; "))
+	}
 	var mdes []string
 	for _, s := range st.Summary {
 		if m := mdeLine(s); m != "" {

@@ -569,14 +569,14 @@ func TestReportVariants(t *testing.T) {
 	exp.Status.Phase, exp.Status.Verdict = perfv1.PhaseSucceeded, perfv1.VerdictNoEffect
 	for i, v := range []string{"g1", "serial", "parallel"} {
 		exp.Status.Summary = append(exp.Status.Summary, perfv1.StageSummary{Stage: "50", QPS: 50, Variant: v, Confidence: 1 - 0.05/3,
-			CPU: cmp(0.2, 0.2+0.01*float64(i)), Memory: cmp(200<<20, float64(200+10*i)*(1<<20)), P99: cmp(10, 11), Trustworthy: true, Verdict: perfv1.VerdictNoEffect})
+			CPU: cmp(0.2, 0.2+0.01*float64(i)), Memory: cmp(200<<20, float64(200+10*i)*(1<<20)), P99: cmp(10, 11), GC: cmp(0.004, 0.004*float64(1+i)), Trustworthy: true, Verdict: perfv1.VerdictNoEffect})
 	}
 	var out strings.Builder
 	if err := printReport(&out, exp); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
-	for _, want := range []string{"STAGE  VARIANT", "CPU OVERHEAD (98.3% CI)", "intervals at 98.3% each (Bonferroni)"} {
+	for _, want := range []string{"STAGE  VARIANT", "CPU OVERHEAD (98.3% CI)", "intervals at 98.3% each (Bonferroni)", "time in GC (all pods): 50 g1 4.0 → 4.0 ms/s, +0.0% [-2.0, +2.0]; 50 serial 4.0 → 8.0 ms/s, +100.0% [+98.0, +102.0]"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -14,9 +14,10 @@ type StageInput struct {
 	Name string
 	// QPS is the stage's target rate.
 	QPS int32
-	// CPU (cores), Memory (working-set bytes) and Heap (bytes) samples. Heap may
-	// be empty when the target does not export it.
-	CPU, Memory, Heap [2]Series
+	// CPU (cores), Memory (working-set bytes), Heap (bytes) and GC (seconds of
+	// GC per second) samples. Heap and GC may be empty when the target does
+	// not export them.
+	CPU, Memory, Heap, GC [2]Series
 	// CPULimitCores and MemoryLimitBytes are the target's total limits, for
 	// the deltas in percentage points of the limit; 0 leaves those out.
 	CPULimitCores, MemoryLimitBytes float64
@@ -32,9 +33,9 @@ type StageInput struct {
 }
 
 // RoundInput is one round of an interleaved stage: its sub-windows' samples,
-// index 0 the baseline, 1 the treatment. Heap may be empty.
+// index 0 the baseline, 1 the treatment. Heap and GC may be empty.
 type RoundInput struct {
-	CPU, Memory, Heap [2]Series
+	CPU, Memory, Heap, GC [2]Series
 	// P50, P95 and P99 are the sub-windows' latency percentiles in ms, from
 	// the histograms of their own requests; 0 is unknown.
 	P50, P95, P99 [2]float64
@@ -75,8 +76,9 @@ func parseCriteria(crit *perfv1.SuccessCriteria) (tolerances, error) {
 //
 // CPU and memory are required from a trustworthy stage (an error says which is
 // missing or degenerate); an untrustworthy stage omits what cannot be compared,
-// since its verdict is Inconclusive anyway. Heap is informational: omitted when
-// either window lacks it or it cannot be compared. Latencies are compared when
+// since its verdict is Inconclusive anyway. Heap and GC time are
+// informational (GC time does not decide the verdict): omitted when either
+// window lacks them or they cannot be compared (no GC at all in a window). Latencies are compared when
 // both windows know them. Material: the point estimate of the overhead is
 // strictly above the matching criterion (see the package documentation).
 func SummarizeStage(in StageInput, crit *perfv1.SuccessCriteria, o Options) (perfv1.StageSummary, error) {
@@ -109,6 +111,7 @@ func SummarizeStage(in StageInput, crit *perfv1.SuccessCriteria, o Options) (per
 		return perfv1.StageSummary{}, err
 	}
 	s.Heap, _ = row("heap", func(r RoundInput) [2]Series { return r.Heap }, in.Heap, 0, false)
+	s.GC, _ = row("gc", func(r RoundInput) [2]Series { return r.GC }, in.GC, 0, false)
 	s.P50, s.P95, s.P99 = latencyRow(in.P50), latencyRow(in.P95), latencyRow(in.P99)
 	if len(in.Rounds) > 0 {
 		s.P50 = roundsLatencyRow(in.Rounds, func(r RoundInput) [2]float64 { return r.P50 }, o)

@@ -52,7 +52,7 @@ func (x *decider) summarizeStage(s int32, arm perfv1.Arm, opts analysis.Options)
 	row, err := analysis.SummarizeStage(in, x.spec.SuccessCriteria, opts)
 	if err != nil {
 		in.Trustworthy = false
-		in.CPU, in.Memory, in.Heap = [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}
+		in.CPU, in.Memory, in.Heap, in.GC = [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}, [2]analysis.Series{}
 		in.Rounds = nil
 		// The event says why the full analysis failed, not how the
 		// fallback without resource series fared.
@@ -167,10 +167,14 @@ func (x *decider) stageInput(stage int32, arm string) analysis.StageInput {
 			in.CPU[i] = scaled(v.CPUMillicores, 1.0/1000)
 			in.Memory[i] = scaled(v.MemoryBytes, 1)
 			in.Heap[i] = scaled(v.HeapBytes, 1)
+			in.GC[i] = scaled(v.GCMicrosPerSecond, 1e-6)
 		}
 	}
 	if len(in.Heap[0]) == 0 || len(in.Heap[1]) == 0 {
 		in.Heap = [2]analysis.Series{}
+	}
+	if len(in.GC[0]) == 0 || len(in.GC[1]) == 0 {
+		in.GC = [2]analysis.Series{}
 	}
 	return in
 }
@@ -200,6 +204,7 @@ func (x *decider) roundsInput(in *analysis.StageInput, stage int32) {
 			ri.CPU[i] = scaled(vals.CPUMillicores, 1.0/1000)
 			ri.Memory[i] = scaled(vals.MemoryBytes, 1)
 			ri.Heap[i] = scaled(vals.HeapBytes, 1)
+			ri.GC[i] = scaled(vals.GCMicrosPerSecond, 1e-6)
 		}
 		if ok {
 			in.Rounds = append(in.Rounds, ri)

@@ -85,6 +85,14 @@ func TestVariantsAreMeasuredOneAfterTheOtherAgainstOneBaseline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, tc.exp)
 			w.cpuOf = variantCPU
+			// Time in GC: 10 ms/s per pod without a variant, each variant
+			// its CPU's share more (G1 +10 % → 11 ms/s).
+			w.gcOf = func(t *perfv1.ToggleSpec) float64 {
+				if t == nil {
+					return 0.010
+				}
+				return 0.010 * variantCPU(t) / 0.40
+			}
 			w.runToEnd()
 			st := w.exp.Status
 			if st.Phase != perfv1.PhaseSucceeded {
@@ -116,6 +124,9 @@ func TestVariantsAreMeasuredOneAfterTheOtherAgainstOneBaseline(t *testing.T) {
 				}
 				if row.CPU == nil || math.Abs(row.CPU.Overhead-tc.cpu[v]) > 1e-3 || !row.Trustworthy {
 					t.Errorf("stage %s variant %s: CPU %+v (want %+.2f) trustworthy %v", row.Stage, row.Variant, row.CPU, tc.cpu[v], row.Trustworthy)
+				}
+				if row.GC == nil || math.Abs(row.GC.Baseline-0.020) > 1e-9 || math.Abs(row.GC.Overhead-tc.cpu[v]) > 1e-3 {
+					t.Errorf("stage %s variant %s: time in GC %+v, want 20 ms/s (two pods) and %+.2f", row.Stage, row.Variant, row.GC, tc.cpu[v])
 				}
 				if math.Abs(row.Confidence-wantConf) > 1e-12 {
 					t.Errorf("stage %s variant %s: confidence %g, want %g (Bonferroni over %d)", row.Stage, row.Variant, row.Confidence, wantConf, arms)

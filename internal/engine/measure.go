@@ -227,8 +227,8 @@ func (x *decider) series(w *perfv1.WindowStatus) *perfv1.WindowSeries {
 // has it.
 func (x *decider) addPoint(w *perfv1.WindowStatus, group []metrics.Sample) {
 	s := x.series(w)
-	var cpu, mem, heap float64
-	heapKnown := true
+	var cpu, mem, heap, gc float64
+	heapKnown, gcKnown := true, true
 	for _, smp := range group {
 		cpu += smp.CPUCores
 		mem += smp.WorkingSetBytes
@@ -236,6 +236,10 @@ func (x *decider) addPoint(w *perfv1.WindowStatus, group []metrics.Sample) {
 			heapKnown = false
 		}
 		heap += smp.HeapBytes
+		if math.IsNaN(smp.GCSecondsPerSecond) {
+			gcKnown = false
+		}
+		gc += smp.GCSecondsPerSecond
 	}
 	// The series are packed in the status; a series that does not unpack
 	// (edited by hand) starts again rather than stopping the run.
@@ -244,6 +248,10 @@ func (x *decider) addPoint(w *perfv1.WindowStatus, group []metrics.Sample) {
 	if s.Heap == "" {
 		heapAligned = len(v.CPUMillicores) == 0
 	}
+	gcAligned := len(v.GCMicrosPerSecond) == len(v.CPUMillicores)
+	if s.GC == "" {
+		gcAligned = len(v.CPUMillicores) == 0
+	}
 	v.CPUMillicores = append(v.CPUMillicores, int64(math.Round(cpu*1000)))
 	v.MemoryBytes = append(v.MemoryBytes, int64(mem))
 	if heapKnown && heapAligned {
@@ -251,10 +259,16 @@ func (x *decider) addPoint(w *perfv1.WindowStatus, group []metrics.Sample) {
 	} else {
 		v.HeapBytes = nil
 	}
+	if gcKnown && gcAligned {
+		v.GCMicrosPerSecond = append(v.GCMicrosPerSecond, int64(math.Round(gc*1e6)))
+	} else {
+		v.GCMicrosPerSecond = nil
+	}
 	if len(v.CPUMillicores) > perfv1.MaxSeriesPoints {
 		v.CPUMillicores = halve(v.CPUMillicores)
 		v.MemoryBytes = halve(v.MemoryBytes)
 		v.HeapBytes = halve(v.HeapBytes)
+		v.GCMicrosPerSecond = halve(v.GCMicrosPerSecond)
 		s.StepSeconds *= 2
 	}
 	s.SetValues(v)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -30,8 +31,11 @@ type world struct {
 	applied bool // whether the toggle is in effect on the target
 	// active is the toggle in effect (spec.toggle or a variant's) while
 	// applied; cpuOf, when set, is each pod's CPU with it on (0.42 otherwise).
-	active       *perfv1.ToggleSpec
-	cpuOf        func(t *perfv1.ToggleSpec) float64
+	active *perfv1.ToggleSpec
+	cpuOf  func(t *perfv1.ToggleSpec) float64
+	// gcOf, when set, is each pod's time in GC (seconds per second) with the
+	// given toggle on, nil for none; without it the pods export no GC timing.
+	gcOf         func(t *perfv1.ToggleSpec) float64
 	generation   int64
 	observedGen  int64
 	rolloutAt    time.Time // when the current generation finishes rolling out
@@ -114,8 +118,16 @@ func (w *world) observe() Observed {
 			if w.workingSet != nil {
 				ws = w.workingSet(w.now)
 			}
+			gc := math.NaN()
+			if w.gcOf != nil {
+				var on *perfv1.ToggleSpec
+				if w.applied {
+					on = w.active
+				}
+				gc = w.gcOf(on)
+			}
 			o.Samples = append(o.Samples, metrics.Sample{Time: w.now, Window: w.cpuWindow, Pod: pod, CPUCores: cpu,
-				WorkingSetBytes: ws, HeapBytes: w.heap(w.now)})
+				WorkingSetBytes: ws, HeapBytes: w.heap(w.now), GCSecondsPerSecond: gc})
 		}
 		if w.metricsFault != nil {
 			got, failure := w.metricsFault(w, o.Samples)

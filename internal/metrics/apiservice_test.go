@@ -118,8 +118,8 @@ func TestMetricsServerThroughAPIService(t *testing.T) {
 		t.Fatalf("got %+v, want api-1 and api-2", got)
 	}
 	want := []Sample{
-		{Time: now, Window: 15 * time.Second, Pod: "api-1", CPUCores: 0.25, WorkingSetBytes: 300 << 20, HeapBytes: math.NaN()},
-		{Time: now, Window: 15 * time.Second, Pod: "api-2", CPUCores: 1, WorkingSetBytes: 1 << 30, HeapBytes: math.NaN()},
+		{Time: now, Window: 15 * time.Second, Pod: "api-1", CPUCores: 0.25, WorkingSetBytes: 300 << 20, HeapBytes: math.NaN(), GCSecondsPerSecond: math.NaN()},
+		{Time: now, Window: 15 * time.Second, Pod: "api-2", CPUCores: 1, WorkingSetBytes: 1 << 30, HeapBytes: math.NaN(), GCSecondsPerSecond: math.NaN()},
 	}
 	for i := range want {
 		if !sameSample(got[i], want[i]) {

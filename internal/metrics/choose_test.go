@@ -139,7 +139,7 @@ func TestChoosePassesIntervalAndQueries(t *testing.T) {
 	if _, err := p.Sample(context.Background(), Target{Namespace: "n", Container: "c", Pods: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
-	if len(queries) != 3 || !strings.Contains(queries[0], "[2m]") || queries[2] != `h{pod=~"^(?:a)$"}[2m]` {
+	if len(queries) != 4 || !strings.Contains(queries[0], "[2m]") || queries[2] != `h{pod=~"^(?:a)$"}[2m]` || !strings.Contains(queries[3], "jvm_gc_collection_seconds_sum") {
 		t.Errorf("queries %q: want the 2m range and the user's heap query", queries)
 	}
 }

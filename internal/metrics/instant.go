@@ -19,7 +19,7 @@ func Expect(got []Sample, ready []string) []Sample {
 		if slices.ContainsFunc(got, func(s Sample) bool { return s.Pod == pod }) {
 			continue
 		}
-		s := Sample{Pod: pod, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown}
+		s := Sample{Pod: pod, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown, GCSecondsPerSecond: Unknown}
 		if len(got) > 0 {
 			s.Time, s.Window = got[0].Time, got[0].Window
 		}
@@ -32,8 +32,8 @@ func Expect(got []Sample, ready []string) []Sample {
 // window's series, or "" when they can: a pod without a finite, non-negative
 // CPU or memory value (a missing series, NaN, ±Inf, a negative value) makes
 // the whole instant missing, since the sum of the others would read as less
-// use. An unknown heap is not a problem (most apps export none); a heap value
-// that is non-finite or negative is.
+// use. An unknown heap or GC time is not a problem (most apps export none); a
+// value of either that is non-finite or negative is.
 func Problem(group []Sample) string {
 	if len(group) == 0 {
 		return "no samples"
@@ -50,6 +50,9 @@ func Problem(group []Sample) string {
 		if !math.IsNaN(s.HeapBytes) && !usable(s.HeapBytes) {
 			what = append(what, "heap "+show(s.HeapBytes))
 		}
+		if !math.IsNaN(s.GCSecondsPerSecond) && !usable(s.GCSecondsPerSecond) {
+			what = append(what, "gc "+show(s.GCSecondsPerSecond))
+		}
 		if len(what) > 0 {
 			bad = append(bad, fmt.Sprintf("pod %s: %s", s.Pod, strings.Join(what, ", ")))
 		}
@@ -65,7 +68,7 @@ func Problem(group []Sample) string {
 // Finite returns s with every value that is not a finite, non-negative number
 // replaced by Unknown, so that no rule acts on NaN, ±Inf or a negative reading.
 func Finite(s Sample) Sample {
-	for _, v := range []*float64{&s.CPUCores, &s.WorkingSetBytes, &s.HeapBytes} {
+	for _, v := range []*float64{&s.CPUCores, &s.WorkingSetBytes, &s.HeapBytes, &s.GCSecondsPerSecond} {
 		if !usable(*v) {
 			*v = Unknown
 		}

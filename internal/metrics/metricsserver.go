@@ -63,7 +63,7 @@ func (m *metricsServer) Sample(ctx context.Context, t Target) ([]Sample, error) 
 			continue
 		}
 		usage := pm.Containers[idx].Usage
-		s := Sample{Pod: pm.Name, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown}
+		s := Sample{Pod: pm.Name, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown, GCSecondsPerSecond: Unknown}
 		cpu, hasCPU := usage[corev1.ResourceCPU]
 		mem, hasMem := usage[corev1.ResourceMemory]
 		if !hasCPU && !hasMem {

@@ -76,8 +76,8 @@ func TestMetricsServerSample(t *testing.T) {
 	}
 	latest := t0.Add(3 * time.Second)
 	want := []Sample{
-		{Time: latest, Window: 15 * time.Second, Pod: "api-1", CPUCores: 0.25, WorkingSetBytes: 300 << 20, HeapBytes: math.NaN()},
-		{Time: latest, Window: 15 * time.Second, Pod: "api-2", CPUCores: 1.5, WorkingSetBytes: 1 << 30, HeapBytes: math.NaN()},
+		{Time: latest, Window: 15 * time.Second, Pod: "api-1", CPUCores: 0.25, WorkingSetBytes: 300 << 20, HeapBytes: math.NaN(), GCSecondsPerSecond: math.NaN()},
+		{Time: latest, Window: 15 * time.Second, Pod: "api-2", CPUCores: 1.5, WorkingSetBytes: 1 << 30, HeapBytes: math.NaN(), GCSecondsPerSecond: math.NaN()},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)

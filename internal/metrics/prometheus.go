@@ -38,9 +38,9 @@ func WithInterval(d time.Duration) PrometheusOption {
 }
 
 // NewPrometheus returns a provider that runs one instant query per metric (CPU,
-// memory, heap: three per Sample) at the clock's time. Every Sample of one call
-// has that evaluation time as its Time: CPU is the rate over the {{range}}
-// before it, memory and heap are the latest values at it. A pod missing from
+// memory, heap, GC time: four per Sample) at the clock's time. Every Sample of
+// one call has that evaluation time as its Time: CPU and GC time are rates over
+// the {{range}} before it, memory and heap the latest values at it. A pod missing from
 // one query's result has that value NaN; a pod missing from all is left out;
 // series for pods outside Target.Pods are ignored. Any failed query fails the
 // Sample; the provider never retries.
@@ -73,7 +73,7 @@ func (p *prometheusProvider) Sample(ctx context.Context, t Target) ([]Sample, er
 	}
 	v := templateValues{namespace: t.Namespace, container: t.Container, pods: t.Pods, rng: p.rng}
 	at := p.now()
-	var results [3]map[string]float64
+	var results [4]map[string]float64
 	for i, m := range p.q.each() {
 		query, err := expand(m.tmpl, v)
 		if err != nil {
@@ -89,9 +89,9 @@ func (p *prometheusProvider) Sample(ctx context.Context, t Target) ([]Sample, er
 	pods = slices.Compact(pods)
 	var out []Sample
 	for _, pod := range pods {
-		s := Sample{Time: at, Window: p.rng, Pod: pod, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown}
+		s := Sample{Time: at, Window: p.rng, Pod: pod, CPUCores: Unknown, WorkingSetBytes: Unknown, HeapBytes: Unknown, GCSecondsPerSecond: Unknown}
 		found := false
-		for i, dst := range []*float64{&s.CPUCores, &s.WorkingSetBytes, &s.HeapBytes} {
+		for i, dst := range []*float64{&s.CPUCores, &s.WorkingSetBytes, &s.HeapBytes, &s.GCSecondsPerSecond} {
 			if val, ok := results[i][pod]; ok {
 				*dst, found = val, true
 			}

@@ -53,6 +53,7 @@ func TestRealPrometheusDefaultQueries(t *testing.T) {
 		near(t, pod+" cpu", g.CPUCores, cpuRate[pod], 1e-9)
 		near(t, pod+" working set", g.WorkingSetBytes, wsOf(pod, sec), 1e-12)
 		near(t, pod+" heap", g.HeapBytes, wantHeap[pod], 1e-12)
+		near(t, pod+" time in GC", g.GCSecondsPerSecond, gcRate[pod], 1e-9)
 	}
 }
 
@@ -194,6 +195,8 @@ func TestRealPrometheusUserQueries(t *testing.T) {
 		Memory: "# working set of {{pod}}\nmax by (pod) (max_over_time(container_memory_working_set_bytes{namespace=\"{{ namespace }}\",pod=~\"{{pod}}\",container=\"{{container}}\"}[{{range}}]))",
 		// Other label names, renamed to pod.
 		Heap: `label_replace(app_heap_bytes{kubernetes_namespace="{{namespace}}",kubernetes_pod=~"{{pod}}"}, "pod", "$1", "kubernetes_pod", "(.*)")`,
+		// Only Micrometer's pause timer, which the default ranks second.
+		GC: `sum by (pod) (rate(jvm_gc_pause_seconds_sum{namespace="{{namespace}}",pod=~"{{pod}}"}[{{range}}]))`,
 	}
 	if err := q.Validate(); err != nil {
 		t.Fatal(err)
@@ -210,6 +213,10 @@ func TestRealPrometheusUserQueries(t *testing.T) {
 	near(t, "api-10 irate", got[1].CPUCores, 1.5, 1e-9)
 	near(t, "api-1 max working set", got[0].WorkingSetBytes, wsOf("api-1", s.sec(at)), 1e-12)
 	near(t, "api-1 user heap", got[0].HeapBytes, 123456789, 0)
+	near(t, "api-1 user GC query", got[0].GCSecondsPerSecond, 0.5, 1e-9)
+	if !math.IsNaN(got[1].GCSecondsPerSecond) {
+		t.Errorf("api-10 user GC query = %v, want NaN (no Micrometer timer)", got[1].GCSecondsPerSecond)
+	}
 	if !math.IsNaN(got[1].HeapBytes) {
 		t.Errorf("api-10 user heap = %v, want NaN (no app_heap_bytes)", got[1].HeapBytes)
 	}

@@ -48,11 +48,13 @@ func TestPrometheusSampleMergesByPod(t *testing.T) {
 			return vec("a", 0.5, "b", 1.0, "stranger", 9.0), nil
 		case strings.HasPrefix(q, "mem"):
 			return vec("a", 100.0), nil
+		case strings.HasPrefix(q, "gc"):
+			return vec("b", 0.01), nil
 		default:
 			return vec("c", 42.0), nil
 		}
 	}}
-	q := Queries{CPU: `cpu{pod=~"{{pod}}"}[{{range}}]`, Memory: `mem`, Heap: `heap`}
+	q := Queries{CPU: `cpu{pod=~"{{pod}}"}[{{range}}]`, Memory: `mem`, Heap: `heap`, GC: `gc`}
 	p := NewPrometheus(api, q, WithClock(func() time.Time { return at }), WithInterval(2*time.Minute))
 	if p.Name() != "prometheus" {
 		t.Errorf("Name = %q", p.Name())
@@ -61,13 +63,14 @@ func TestPrometheusSampleMergesByPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := api.calls.Load(); n != 3 {
-		t.Errorf("%d queries, want 3", n)
+	if n := api.calls.Load(); n != 4 {
+		t.Errorf("%d queries, want 4", n)
 	}
+	nan := math.NaN()
 	want := []Sample{
-		{Time: at, Window: 2 * time.Minute, Pod: "a", CPUCores: 0.5, WorkingSetBytes: 100, HeapBytes: math.NaN()},
-		{Time: at, Window: 2 * time.Minute, Pod: "b", CPUCores: 1, WorkingSetBytes: math.NaN(), HeapBytes: math.NaN()},
-		{Time: at, Window: 2 * time.Minute, Pod: "c", CPUCores: math.NaN(), WorkingSetBytes: math.NaN(), HeapBytes: 42},
+		{Time: at, Window: 2 * time.Minute, Pod: "a", CPUCores: 0.5, WorkingSetBytes: 100, HeapBytes: nan, GCSecondsPerSecond: nan},
+		{Time: at, Window: 2 * time.Minute, Pod: "b", CPUCores: 1, WorkingSetBytes: nan, HeapBytes: nan, GCSecondsPerSecond: 0.01},
+		{Time: at, Window: 2 * time.Minute, Pod: "c", CPUCores: nan, WorkingSetBytes: nan, HeapBytes: 42, GCSecondsPerSecond: nan},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -81,7 +84,7 @@ func TestPrometheusSampleMergesByPod(t *testing.T) {
 
 func sameSample(a, b Sample) bool {
 	eq := func(x, y float64) bool { return x == y || (math.IsNaN(x) && math.IsNaN(y)) }
-	return a.Time.Equal(b.Time) && a.Window == b.Window && a.Pod == b.Pod && eq(a.CPUCores, b.CPUCores) && eq(a.WorkingSetBytes, b.WorkingSetBytes) && eq(a.HeapBytes, b.HeapBytes)
+	return a.Time.Equal(b.Time) && a.Window == b.Window && a.Pod == b.Pod && eq(a.CPUCores, b.CPUCores) && eq(a.WorkingSetBytes, b.WorkingSetBytes) && eq(a.HeapBytes, b.HeapBytes) && eq(a.GCSecondsPerSecond, b.GCSecondsPerSecond)
 }
 
 func TestPrometheusSampleErrors(t *testing.T) {

@@ -36,7 +36,7 @@ import (
 // placeholder outside a string, {{range}} inside one, or an unknown placeholder
 // is an error. Placeholders inside # comments are left as they are.
 type Queries struct {
-	CPU, Memory, Heap string
+	CPU, Memory, Heap, GC string
 }
 
 // cadvisorSelector selects the target's container in the cAdvisor series that
@@ -55,14 +55,28 @@ var heapDefault = strings.Join([]string{
 	`sum by (pod) (go_memstats_heap_alloc_bytes{` + cadvisorSelector + `})`,
 }, "\nor ")
 
+// gcDefault is the share of time each pod's runtime spent in garbage
+// collection, from whichever timing the pod exports, in the same order of
+// preference as heapDefault: client_java (0.x and 1.x: the collectors'
+// accumulated collection time), Micrometer's pause timer, the OpenTelemetry
+// semantic-convention duration, the Go runtime's stop-the-world pauses.
+var gcDefault = strings.Join([]string{
+	`sum by (pod) (rate(jvm_gc_collection_seconds_sum{` + cadvisorSelector + `}[{{range}}]))`,
+	`sum by (pod) (rate(jvm_gc_pause_seconds_sum{` + cadvisorSelector + `}[{{range}}]))`,
+	`sum by (pod) (rate(jvm_gc_duration_seconds_sum{` + cadvisorSelector + `}[{{range}}]))`,
+	`sum by (pod) (rate(go_gc_duration_seconds_sum{` + cadvisorSelector + `}[{{range}}]))`,
+}, "\nor ")
+
 // DefaultQueries are the queries for kube-prometheus-stack: cAdvisor's
 // container_cpu_usage_seconds_total and container_memory_working_set_bytes (the
-// same working set metrics-server reports), and the JVM or Go heap.
+// same working set metrics-server reports), the JVM or Go heap, and the time
+// spent in GC.
 func DefaultQueries() Queries {
 	return Queries{
 		CPU:    `sum by (pod) (rate(container_cpu_usage_seconds_total{` + cadvisorSelector + `}[{{range}}]))`,
 		Memory: `sum by (pod) (container_memory_working_set_bytes{` + cadvisorSelector + `})`,
 		Heap:   heapDefault,
+		GC:     gcDefault,
 	}
 }
 
@@ -81,6 +95,9 @@ func QueriesFromSpec(q *perfv1.MetricQueries) Queries {
 	}
 	if q.Heap != "" {
 		out.Heap = q.Heap
+	}
+	if q.GC != "" {
+		out.GC = q.GC
 	}
 	return out
 }
@@ -104,7 +121,7 @@ func (q Queries) Validate() error {
 type namedQuery struct{ name, tmpl string }
 
 func (q Queries) each() []namedQuery {
-	return []namedQuery{{"cpu", q.CPU}, {"memory", q.Memory}, {"heap", q.Heap}}
+	return []namedQuery{{"cpu", q.CPU}, {"memory", q.Memory}, {"heap", q.Heap}, {"gc", q.GC}}
 }
 
 // MinRateRange is the shortest rate window: kube-prometheus-stack scrapes the

@@ -19,6 +19,10 @@ func TestDefaultQueriesExpand(t *testing.T) {
 			"\nor " + `sum by (pod) (jvm_memory_used_bytes{jvm_memory_type="heap",` + sel + `})` +
 			"\nor " + `sum by (pod) (jvm_memory_bytes_used{area="heap",` + sel + `})` +
 			"\nor " + `sum by (pod) (go_memstats_heap_alloc_bytes{` + sel + `})`,
+		"gc": `sum by (pod) (rate(jvm_gc_collection_seconds_sum{` + sel + `}[1m]))` +
+			"\nor " + `sum by (pod) (rate(jvm_gc_pause_seconds_sum{` + sel + `}[1m]))` +
+			"\nor " + `sum by (pod) (rate(jvm_gc_duration_seconds_sum{` + sel + `}[1m]))` +
+			"\nor " + `sum by (pod) (rate(go_gc_duration_seconds_sum{` + sel + `}[1m]))`,
 	}
 	for _, m := range DefaultQueries().each() {
 		got, err := expand(m.tmpl, v)

@@ -75,6 +75,15 @@ func cpuSeries(l [][2]string, rate float64) series {
 	return series{"container_cpu_usage_seconds", "counter", "container_cpu_usage_seconds_total", l, func(s float64) float64 { return 1000 + rate*s }}
 }
 
+// gcSum is a summary's or histogram's _sum of GC time, rising at rate
+// seconds per second (written untyped, as a lone _sum).
+func gcSum(name string, l [][2]string, rate float64) series {
+	return series{name, "unknown", name, l, func(s float64) float64 { return 3 + rate*s }}
+}
+
+// gcRate is each pod's time in GC that the default GC query must find.
+var gcRate = map[string]float64{"api-1": 0.012, "api-10": 0.001, "api-2": 0.030}
+
 func gauge(name string, l [][2]string, f func(float64) float64) series {
 	return series{name, "gauge", name, l, f}
 }
@@ -112,6 +121,15 @@ func syntheticSeries() []series {
 		heap(app(nsShop, "api-2", ctrApp, [2]string{"jvm_memory_type", "non_heap"}, [2]string{"jvm_memory_pool_name", "Metaspace"}), constant(40<<20)),
 		// api-10: Go runtime.
 		gauge("go_memstats_heap_alloc_bytes", app(nsShop, "api-10", ctrApp), func(s float64) float64 { return 20<<20 + 10*s }),
+		// Time in GC: client_java's collectors on api-1 (with a Micrometer
+		// timer beside it that the default's order must not prefer), the
+		// OpenTelemetry histogram's sum on api-2, the Go runtime's pauses on
+		// api-10. Counters in seconds, rising at the rates in gcRate.
+		gcSum("jvm_gc_collection_seconds_sum", app(nsShop, "api-1", ctrApp, [2]string{"gc", "G1 Young Generation"}), 0.010),
+		gcSum("jvm_gc_collection_seconds_sum", app(nsShop, "api-1", ctrApp, [2]string{"gc", "G1 Old Generation"}), 0.002),
+		gcSum("jvm_gc_pause_seconds_sum", app(nsShop, "api-1", ctrApp, [2]string{"action", "end of minor GC"}), 0.5),
+		gcSum("jvm_gc_duration_seconds_sum", app(nsShop, "api-2", ctrApp, [2]string{"jvm_gc_name", "G1 Young Generation"}), 0.030),
+		gcSum("go_gc_duration_seconds_sum", app(nsShop, "api-10", ctrApp), 0.001),
 		// A metric with other label names, for the user-query test.
 		gauge("app_heap_bytes", [][2]string{{"kubernetes_namespace", nsShop}, {"kubernetes_pod", "api-1"}}, constant(123456789)),
 		// The hostile target and the decoys its names would match unescaped.

@@ -27,6 +27,10 @@ type Sample struct {
 	WorkingSetBytes float64
 	// HeapBytes is the runtime's heap in use, NaN when the app exports none.
 	HeapBytes float64
+	// GCSecondsPerSecond is the share of time the runtime spent collecting
+	// garbage (seconds of GC per second, over the same period as CPUCores),
+	// NaN when the app exports no GC timing.
+	GCSecondsPerSecond float64
 }
 
 // Unknown is the value of a measurement the source does not have.

@@ -97,7 +97,7 @@ func (r *run) play() outcome {
 			if r.rng.Float64() < r.noHeap {
 				heap = math.NaN()
 			}
-			samples = append(samples, metrics.Sample{Time: at(ts), Pod: p.name, CPUCores: math.NaN(), WorkingSetBytes: ws, HeapBytes: heap})
+			samples = append(samples, metrics.Sample{Time: at(ts), Pod: p.name, CPUCores: math.NaN(), WorkingSetBytes: ws, HeapBytes: heap, GCSecondsPerSecond: math.NaN()})
 			if t >= r.toggle {
 				out.podHours += r.interval / hour
 			}
