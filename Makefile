@@ -55,7 +55,8 @@ bench-guardrail:
 
 ## bench-design: sequential vs interleaved design (test/bench/design): wall time to a
 ## ±2 pp CPU interval, coverage, bias under drift and the A/A rate, for the seed's
-## three stages. About a minute on 2 cores. `go test ./test/bench/design/` is a subset.
+## three stages, and the family-wise A/A rate of runs with variants. About two minutes
+## on 2 cores. `go test ./test/bench/design/` is a subset.
 bench-design:
 	PERF_BENCH_FULL=1 go test -count=1 -timeout 30m -run . -v ./test/bench/design/
 
