@@ -283,7 +283,11 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 			prior = t.Pods
 		}
 		intent := union(prior, podNames(pods))
-		if err := r.recordIntent(ctx, s, intent); err != nil {
+		variant := ""
+		if d.Status.Toggle != nil {
+			variant = d.Status.Toggle.Variant
+		}
+		if err := r.recordIntent(ctx, s, intent, variant); err != nil {
 			return outcome{err: err}
 		}
 		log.FromContext(ctx).Info("sending the toggle", "pods", podNames(pods), "resourceVersion", s.exp.ResourceVersion)
@@ -327,12 +331,14 @@ func (r *PerfExperimentReconciler) runtimeToggle(ctx context.Context, s *scope, 
 	return outcome{}
 }
 
-// recordIntent writes the pods an apply is about to reach into the persisted
-// status before anything is sent. The write carries the optimistic lock of
-// the status the decision was made on, so a decision made on a stale copy
-// sends nothing; the scope's base moves to the written version, so the
-// reconcile's final status patch builds on it.
-func (r *PerfExperimentReconciler) recordIntent(ctx context.Context, s *scope, pods []string) error {
+// recordIntent writes the pods an apply is about to reach, and which variant
+// it sends (spec.variants; "" for spec.toggle), into the persisted status
+// before anything is sent: whatever ending follows a crash reverts those pods
+// with that variant's switch-back, not the one applied before it. The write
+// carries the optimistic lock of the status the decision was made on, so a
+// decision made on a stale copy sends nothing; the scope's base moves to the
+// written version, so the reconcile's final status patch builds on it.
+func (r *PerfExperimentReconciler) recordIntent(ctx context.Context, s *scope, pods []string, variant string) error {
 	if s.before.Status.Toggle == nil {
 		return fmt.Errorf("no toggle status to record the pods in")
 	}
@@ -340,11 +346,13 @@ func (r *PerfExperimentReconciler) recordIntent(ctx context.Context, s *scope, p
 	// patch's optimistic lock is the check that this decision is current.
 	next := s.before.DeepCopy()
 	next.Status.Toggle.Pods = pods
+	next.Status.Toggle.Variant = variant
 	if err := r.patchStatusFrom(ctx, s.before, next); err != nil {
 		return err
 	}
 	s.before.ResourceVersion = next.ResourceVersion
 	s.before.Status.Toggle.Pods = pods
+	s.before.Status.Toggle.Variant = variant
 	s.exp.ResourceVersion = next.ResourceVersion
 	return nil
 }

@@ -243,6 +243,12 @@ func (w *world) step() Decision {
 				w.t.Fatalf("%s of %+v while %+v is on", a.Kind, *a.Toggle, *w.active)
 			}
 			w.active = a.Toggle
+			if want && !a.Toggle.RollsPods() && w.exp.Status.Toggle != nil && d.Status.Toggle != nil {
+				// The reconciler persists a runtime apply's intent (its pods
+				// and variant) before sending, whatever happens to the
+				// decision's own status write.
+				w.exp.Status.Toggle.Variant = d.Status.Toggle.Variant
+			}
 			if w.applied != want { // the reconciler's toggle is idempotent
 				w.applied = want
 				w.generation++

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -95,7 +96,10 @@ type admin struct {
 	ln  net.Listener
 	mu  sync.Mutex
 	on  bool
-	got []string // "on", "on=409", "off"
+	// level is the variant switched on by "on:<level>" (a feature with
+	// several settings): only "off:<level>" switches it off again.
+	level string
+	got   []string // "on", "on=409", "off"; "on:a", "on:a=409", "off:a"
 }
 
 // adminPort is every pod's admin port: each pod has its own loopback address, so
@@ -120,7 +124,26 @@ func (a *admin) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	switch string(b) {
+	body := string(b)
+	switch {
+	case strings.HasPrefix(body, "on:"):
+		if a.on {
+			a.got = append(a.got, body+"=409")
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		a.on, a.level = true, strings.TrimPrefix(body, "on:")
+		a.got = append(a.got, body)
+		return
+	case strings.HasPrefix(body, "off:"):
+		// Another setting's switch-back leaves this one on.
+		if a.level == strings.TrimPrefix(body, "off:") {
+			a.on, a.level = false, ""
+		}
+		a.got = append(a.got, body)
+		return
+	}
+	switch body {
 	case "on":
 		if a.on {
 			a.got = append(a.got, "on=409")
@@ -476,6 +499,77 @@ func TestCrashBetweenAnEffectAndItsStatusWrite(t *testing.T) {
 			}
 			if depAfter.Generation != wantGen {
 				t.Errorf("target generation %d → %d; want %d", dep.Generation, depAfter.Generation, wantGen)
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if len(w.dupes) > 0 {
+				t.Errorf("Jobs created twice (new UID under the same name): %v", w.dupes)
+			}
+		})
+	}
+}
+
+// httpVariants are two settings of one runtime feature ("on:a"/"off:a",
+// "on:b"/"off:b"); without a settle, one decision reverts a and applies b.
+func httpVariants() []perfv1.ArmSpec {
+	var out []perfv1.ArmSpec
+	for _, v := range []string{"a", "b"} {
+		out = append(out, perfv1.ArmSpec{Name: v, Toggle: perfv1.ToggleSpec{HTTP: &perfv1.HTTPToggle{Port: adminPort, Timeout: "5s",
+			HTTPRequest: perfv1.HTTPRequest{Path: "/admin/sampling", Body: "on:" + v},
+			Revert:      perfv1.HTTPRequest{Path: "/admin/sampling", Body: "off:" + v}}}})
+	}
+	return out
+}
+
+// TestCrashBetweenVariants kills the manager in the decision that switches
+// from one runtime variant to the next, and after the first variant's
+// revert: the restarted operator must send each variant's own switch-back
+// (the intent it recorded names the variant), so no setting stays on.
+func TestCrashBetweenVariants(t *testing.T) {
+	for i, tc := range []struct {
+		name, killAfter string
+		requests        []string
+	}{
+		// b's intent (pod and variant) was recorded before "on:b" was sent:
+		// the decision repeated after the restart switches b off, then on
+		// again for its window.
+		{"with the second variant's apply sent", "ApplyToggle:2", []string{"on:a", "off:a", "on:b", "off:b", "on:b", "off:b"}},
+		// a's revert was sent but not recorded: it is sent again.
+		{"with the first variant's revert sent", "RevertToggle:1", []string{"on:a", "off:a", "off:a", "on:b", "off:b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := newNamespace(t)
+			ip := fmt.Sprintf("127.0.0.%d", 60+i)
+			pod := newAdmin(t, ip)
+			target(t, ns, ip)
+			before, dep := templateJSON(t, ns)
+			w := startWorld(t, ns)
+			exp := experiment(ns, perfv1.ToggleSpec{})
+			exp.Spec.Toggle, exp.Spec.Variants = nil, httpVariants()
+			if err := k8s.Create(context.Background(), exp); err != nil {
+				t.Fatal(err)
+			}
+			startOperator(t, ns, tc.killAfter, 1).killedBySIGKILL(t)
+			startOperator(t, ns, "", 2)
+			exp = waitTerminalNamed(t, ns, "crash", 5*time.Minute)
+			if exp.Status.Phase != perfv1.PhaseSucceeded {
+				t.Fatalf("ended %s %+v", exp.Status.Phase, exp.Status.Abort)
+			}
+			if len(exp.Status.Summary) != 2 || exp.Status.Summary[0].Variant != "a" || exp.Status.Summary[1].Variant != "b" {
+				t.Errorf("summary %+v", exp.Status.Summary)
+			}
+			if tg := exp.Status.Toggle; tg == nil || tg.Applied || len(tg.Pods) != 0 {
+				t.Errorf("status.toggle at the end: %+v", tg)
+			}
+			time.Sleep(time.Second)
+			isOn, got := pod.state()
+			if isOn || !slices.Equal(got, tc.requests) {
+				t.Errorf("pod got %q (on now: %v); want %q", got, isOn, tc.requests)
+			}
+			after, depAfter := templateJSON(t, ns)
+			if after != before || depAfter.Generation != dep.Generation+2 {
+				t.Errorf("target changed: generation %d → %d\nbefore %s\nafter  %s", dep.Generation, depAfter.Generation, before, after)
 			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
