@@ -41,7 +41,7 @@ e2e-stories:
 	go test -tags e2e -count=1 -timeout 60m -v -run 'TestProfilingProtocolThreeStages' ./test/e2e
 
 ## soak: the randomized kill soak (test/crash): 60 SIGKILLs of the manager at random
-## moments across experiments with http and env toggles; none may leave a toggle on,
+## moments across experiments with http, exec and env toggles and with variants; none may leave a toggle on,
 ## a lock, or a Job created twice. PERFEXP_SOAK_SEED replays a run.
 soak: tools
 	PERFEXP_SOAK_KILLS=$${PERFEXP_SOAK_KILLS:-60} go test -count=1 -timeout 30m -v -run TestSoakRandomKills ./test/crash

@@ -27,8 +27,14 @@ type metricJSON struct {
 }
 
 type stageJSON struct {
-	Stage   string                `json:"stage"`
-	Metrics map[string]metricJSON `json:"metrics"`
+	Stage string `json:"stage"`
+	// Variant names the variant a row compares with the stage's baseline
+	// (treatment@NAME in the samples), "" for a single treatment.
+	Variant string `json:"variant,omitempty"`
+	// Confidence is the intervals' coverage when it is not 95 %: with k
+	// variants each is at 1 − 0.05/k, as the operator reports them.
+	Confidence float64               `json:"confidence,omitempty"`
+	Metrics    map[string]metricJSON `json:"metrics"`
 }
 
 type analyzeJSON struct {
@@ -45,7 +51,10 @@ variants baseline and treatment) exactly as the operator does: per stage and met
 relative overhead of the treatment with a 95 % confidence interval that respects the
 samples' time correlation. Pods' values at the same t_seconds are summed. An
 interleaved run's sub-windows are baseline:rN and treatment:rN (round N from 1);
-such a stage is compared round by round, as the operator does.`,
+such a stage is compared round by round, as the operator does. A run with
+spec.variants has one treatment@NAME per variant: each is compared with the
+stage's baseline, its interval widened for the number of variants (Bonferroni),
+as the operator does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" && output != "table" {
@@ -73,12 +82,19 @@ type windowKey struct {
 	round          int
 }
 
-// parseVariant reads the variant column: baseline or treatment, or for a
-// sub-window of an interleaved stage baseline:rN or treatment:rN (N from 1).
+// parseVariant reads the variant column: baseline or treatment, for a
+// sub-window of an interleaved stage baseline:rN or treatment:rN (N from 1),
+// or treatment@NAME for spec.variants' variant NAME (returned as it is).
 func parseVariant(s string) (variant string, round int, err error) {
+	if name, ok := strings.CutPrefix(s, "treatment@"); ok {
+		if name == "" || strings.ContainsAny(name, ":@") {
+			return "", 0, fmt.Errorf("column variant is %q: want treatment@NAME with a variant's name", s)
+		}
+		return s, 0, nil
+	}
 	v, r, hasRound := strings.Cut(s, ":r")
 	if v != "baseline" && v != "treatment" {
-		return "", 0, fmt.Errorf("column variant is %q, want baseline or treatment (or baseline:rN, treatment:rN)", s)
+		return "", 0, fmt.Errorf("column variant is %q, want baseline or treatment (or baseline:rN, treatment:rN, treatment@NAME)", s)
 	}
 	if !hasRound {
 		return v, 0, nil
@@ -95,7 +111,8 @@ func analyzeFile(path string) (analyzeJSON, error) {
 	data := map[windowKey]map[float64]*point{}
 	var order []string
 	seen := map[string]bool{}
-	rounds := map[string]int{} // per stage, the highest round seen
+	rounds := map[string]int{}    // per stage, the highest round seen
+	arms := map[string][]string{} // per stage, its treatment@NAME variants in order
 	err := csvRows(path, samplesHeader, func(_ int, rec []string) error {
 		variant, round, err := parseVariant(rec[1])
 		if err != nil {
@@ -119,6 +136,9 @@ func analyzeFile(path string) (analyzeJSON, error) {
 		}
 		k := windowKey{rec[0], variant, round}
 		rounds[rec[0]] = max(rounds[rec[0]], round)
+		if strings.HasPrefix(variant, "treatment@") && data[k] == nil {
+			arms[rec[0]] = append(arms[rec[0]], variant)
+		}
 		if data[k] == nil {
 			data[k] = map[float64]*point{}
 		}
@@ -156,21 +176,40 @@ func analyzeFile(path string) (analyzeJSON, error) {
 			out.Stages = append(out.Stages, row)
 			continue
 		}
+		treatments := arms[stage]
+		if len(treatments) > 0 && len(data[windowKey{stage, "treatment", 0}]) > 0 {
+			return analyzeJSON{}, fmt.Errorf("%s: stage %s mixes treatment with treatment@NAME samples", path, stage)
+		}
+		if len(treatments) == 0 {
+			treatments = []string{"treatment"}
+		}
 		bc, bm := series(windowKey{stage, "baseline", 0})
-		tc, tm := series(windowKey{stage, "treatment", 0})
-		if len(bc) == 0 || len(tc) == 0 {
-			return analyzeJSON{}, fmt.Errorf("%s: stage %s needs both baseline and treatment samples", path, stage)
+		opts := analysis.DefaultOptions()
+		if k := len(treatments); k > 1 {
+			opts.Confidence = 1 - (1-analysis.DefaultConfidence)/float64(k)
 		}
-		row := stageJSON{Stage: stage, Metrics: map[string]metricJSON{}}
-		for name, pair := range map[string][2]analysis.Series{"cpu": {bc, tc}, "memory": {bm, tm}} {
-			r, err := analysis.Compare(pair[0], pair[1], analysis.DefaultOptions())
-			if err != nil {
-				return analyzeJSON{}, fmt.Errorf("stage %s, %s: %w", stage, name, err)
+		for _, tr := range treatments {
+			tc, tm := series(windowKey{stage, tr, 0})
+			if len(bc) == 0 || len(tc) == 0 {
+				return analyzeJSON{}, fmt.Errorf("%s: stage %s needs both baseline and %s samples", path, stage, tr)
 			}
-			row.Metrics[name] = metricJSON{Baseline: r.Baseline, Treatment: r.Treatment, Overhead: r.Overhead,
-				CILow: r.CILow, CIHigh: r.CIHigh, Significant: r.Significant}
+			row := stageJSON{Stage: stage, Variant: strings.TrimPrefix(tr, "treatment@"), Metrics: map[string]metricJSON{}}
+			if tr == "treatment" {
+				row.Variant = ""
+			}
+			if opts.Confidence != analysis.DefaultConfidence {
+				row.Confidence = opts.Confidence
+			}
+			for name, pair := range map[string][2]analysis.Series{"cpu": {bc, tc}, "memory": {bm, tm}} {
+				r, err := analysis.Compare(pair[0], pair[1], opts)
+				if err != nil {
+					return analyzeJSON{}, fmt.Errorf("stage %s, %s: %w", stage, name, err)
+				}
+				row.Metrics[name] = metricJSON{Baseline: r.Baseline, Treatment: r.Treatment, Overhead: r.Overhead,
+					CILow: r.CILow, CIHigh: r.CIHigh, Significant: r.Significant}
+			}
+			out.Stages = append(out.Stages, row)
 		}
-		out.Stages = append(out.Stages, row)
 	}
 	return out, nil
 }
@@ -201,11 +240,23 @@ func analyzeRounds(stage string, n int, series func(windowKey) (cpu, mem analysi
 
 func printAnalysis(w io.Writer, res analyzeJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STAGE\tMETRIC\tBASELINE\tTREATMENT\tOVERHEAD\t95% CI\tSIGNIFICANT")
+	// Rows of a run with variants are at their corrected confidence (one k
+	// for the whole file, as the operator runs every stage with all variants).
+	ci := "95% CI"
 	for _, s := range res.Stages {
+		if s.Confidence != 0 {
+			ci = fmt.Sprintf("%.1f%% CI", 100*s.Confidence)
+		}
+	}
+	fmt.Fprintf(tw, "STAGE\tMETRIC\tBASELINE\tTREATMENT\tOVERHEAD\t%s\tSIGNIFICANT\n", ci)
+	for _, s := range res.Stages {
+		stage := s.Stage
+		if s.Variant != "" {
+			stage += " " + s.Variant
+		}
 		for _, name := range []string{"cpu", "memory"} {
 			m := s.Metrics[name]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%+.1f%%\t[%+.1f%%, %+.1f%%]\t%v\n", s.Stage, name,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%+.1f%%\t[%+.1f%%, %+.1f%%]\t%v\n", stage, name,
 				unit(name, m.Baseline), unit(name, m.Treatment), m.Overhead*100, m.CILow*100, m.CIHigh*100, m.Significant)
 		}
 	}

@@ -106,8 +106,18 @@ func writeCSV(path string, rows func(*csv.Writer) (int, error)) (int, error) {
 func exportedWindows(exp *perfv1.PerfExperiment, stage int32) []*perfv1.WindowStatus {
 	var out []*perfv1.WindowStatus
 	if exp.Status.Interleaving == nil {
-		for _, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
-			if win := lastWindow(exp.Status.Windows, stage, v); win != nil && win.Series != nil {
+		if win := lastWindow(exp.Status.Windows, stage, perfv1.VariantBaseline, ""); win != nil && win.Series != nil {
+			out = append(out, win)
+		}
+		arms := []string{""} // spec.toggle's treatment, or each variant's
+		if len(exp.Spec.Variants) > 0 {
+			arms = nil
+			for _, v := range exp.Spec.Variants {
+				arms = append(arms, v.Name)
+			}
+		}
+		for _, arm := range arms {
+			if win := lastWindow(exp.Status.Windows, stage, perfv1.VariantTreatment, arm); win != nil && win.Series != nil {
 				out = append(out, win)
 			}
 		}
@@ -145,6 +155,9 @@ func exportSamples(w *csv.Writer, exp *perfv1.PerfExperiment) (int, error) {
 			v := string(win.Variant)
 			if win.Round != nil {
 				v += ":r" + strconv.Itoa(int(*win.Round)+1)
+			}
+			if win.Arm != "" {
+				v += "@" + win.Arm
 			}
 			ser, err := win.Series.Values()
 			if err != nil {
@@ -228,9 +241,9 @@ func exportTrace(w *csv.Writer, exp *perfv1.PerfExperiment) (int, *float64, erro
 	return len(rows), toggleAt, nil
 }
 
-func lastWindow(ws []perfv1.WindowStatus, stage int32, v perfv1.Variant) *perfv1.WindowStatus {
+func lastWindow(ws []perfv1.WindowStatus, stage int32, v perfv1.Variant, arm string) *perfv1.WindowStatus {
 	for i := len(ws) - 1; i >= 0; i-- {
-		if ws[i].Stage == stage && ws[i].Variant == v {
+		if ws[i].Stage == stage && ws[i].Variant == v && ws[i].Arm == arm {
 			return &ws[i]
 		}
 	}

@@ -43,11 +43,11 @@ func TestExportSamplesRoundTripThroughAnalyze(t *testing.T) {
 		if st.Stage != exp.Spec.StageName(i) {
 			t.Errorf("stage %d named %q, want %q", i, st.Stage, exp.Spec.StageName(i))
 		}
-		b, err := lastWindow(exp.Status.Windows, int32(i), "baseline").Series.Values()
+		b, err := lastWindow(exp.Status.Windows, int32(i), "baseline", "").Series.Values()
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := lastWindow(exp.Status.Windows, int32(i), "treatment").Series.Values()
+		tr, err := lastWindow(exp.Status.Windows, int32(i), "treatment", "").Series.Values()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestExportTraceRoundTripThroughGuard(t *testing.T) {
 	}
 	leak.Status = finishedStatus(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC), false)
 	// Stage 1's treatment retains 600 MiB more at every 90 s point.
-	w := lastWindow(leak.Status.Windows, 0, "treatment").Series
+	w := lastWindow(leak.Status.Windows, 0, "treatment", "").Series
 	v, err := w.Values()
 	if err != nil {
 		t.Fatal(err)

@@ -203,3 +203,74 @@ func TestExportInterleavedRoundTripsThroughAnalyze(t *testing.T) {
 		t.Errorf("export:\n%s", raw)
 	}
 }
+
+// A run with variants exports one treatment@NAME per variant, and analyze
+// compares each with the stage's baseline at the operator's corrected
+// confidence: its numbers are the operator's.
+func TestExportVariantsRoundTripsThroughAnalyze(t *testing.T) {
+	exp := &perfv1.PerfExperiment{}
+	exp.Spec.Stages = []perfv1.StageSpec{{QPS: 50}}
+	exp.Spec.Variants = []perfv1.ArmSpec{{Name: "g1"}, {Name: "serial"}, {Name: "parallel"}}
+	series := func(level float64, seed int) (analysis.Series, *perfv1.WindowSeries) {
+		var vals perfv1.SeriesValues
+		var s analysis.Series
+		for i := range 24 {
+			c := int64(level*1000) + int64((i*7+seed*13)%11) - 5
+			vals.CPUMillicores = append(vals.CPUMillicores, c)
+			vals.MemoryBytes = append(vals.MemoryBytes, int64(level*1e9)+int64((i*5+seed)%7)<<20)
+			s = append(s, float64(c)/1000)
+		}
+		ser := &perfv1.WindowSeries{StepSeconds: 10}
+		ser.SetValues(vals)
+		return s, ser
+	}
+	yes := true
+	base, ser := series(0.40, 0)
+	exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantBaseline, Series: ser, Valid: &yes})
+	treat := map[string]analysis.Series{}
+	for i, v := range []string{"g1", "serial", "parallel"} {
+		exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantSettle, Arm: v})
+		s, ser := series(0.40+0.02*float64(i), i+1)
+		treat[v] = s
+		exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantTreatment, Arm: v, Series: ser, Valid: &yes})
+	}
+	path := filepath.Join(t.TempDir(), "samples.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := csv.NewWriter(f)
+	if _, err := exportSamples(w, exp); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	f.Close()
+	got, err := analyzeFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Stages) != 3 {
+		t.Fatalf("rows %+v", got.Stages)
+	}
+	o := analysis.DefaultOptions()
+	o.Confidence = 1 - 0.05/3
+	for i, v := range []string{"g1", "serial", "parallel"} {
+		row := got.Stages[i]
+		want, err := analysis.Compare(base, treat[v], o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.Variant != v || row.Confidence != o.Confidence || math.Abs(row.Metrics["cpu"].Overhead-want.Overhead) > 1e-9 ||
+			math.Abs(row.Metrics["cpu"].CILow-want.CILow) > 1e-9 || math.Abs(row.Metrics["cpu"].CIHigh-want.CIHigh) > 1e-9 {
+			t.Errorf("row %d: %+v; the operator's %s: %+v", i, row, v, want)
+		}
+	}
+	var table strings.Builder
+	if err := printAnalysis(&table, got); err != nil || !strings.Contains(table.String(), "98.3% CI") || !strings.Contains(table.String(), "50 serial") {
+		t.Errorf("table: %v\n%s", err, table.String())
+	}
+	raw, _ := os.ReadFile(path)
+	if !strings.Contains(string(raw), "treatment@parallel") {
+		t.Errorf("export:\n%s", raw)
+	}
+}

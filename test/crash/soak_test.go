@@ -14,7 +14,8 @@ import (
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
-// TestSoakRandomKills runs experiments with http and env toggles under one
+// TestSoakRandomKills runs experiments with http, exec and env toggles, and
+// with two http or env variants, under one
 // manager that is killed with SIGKILL at random moments, PERFEXP_SOAK_KILLS
 // times (make soak: 60), and restarted each time. Whatever the moments, every
 // run must end with no toggle left on (each pod's admin endpoint off, each
@@ -35,7 +36,7 @@ func TestSoakRandomKills(t *testing.T) {
 	ns := newNamespace(t)
 	w := startWorld(t, ns)
 	const perKind = 4
-	kinds := []string{"http", "exec", "env"}
+	kinds := []string{"http", "exec", "env", "http-variants", "env-variants"}
 	type run struct {
 		name, kind string
 		admin      *admin
@@ -44,14 +45,26 @@ func TestSoakRandomKills(t *testing.T) {
 	var runs []*run
 	for i := 0; i < len(kinds)*perKind; i++ {
 		r := &run{name: fmt.Sprintf("soak-%d", i), kind: kinds[i%len(kinds)]}
-		spec := toggleOf(r.kind)
 		ip := fmt.Sprintf("127.0.0.%d", 100+i)
-		if r.kind != "env" {
+		if r.kind != "env" && r.kind != "env-variants" {
 			r.admin = newAdmin(t, ip)
 		}
 		targetNamed(t, ns, r.name, ip)
 		r.before, _ = templateOf(t, ns, r.name)
-		e := experiment(ns, spec)
+		var e *perfv1.PerfExperiment
+		switch r.kind {
+		case "http-variants":
+			e = experiment(ns, perfv1.ToggleSpec{})
+			e.Spec.Toggle, e.Spec.Variants = nil, httpVariants()
+		case "env-variants":
+			e = experiment(ns, perfv1.ToggleSpec{})
+			a, b := "a", "b"
+			e.Spec.Toggle, e.Spec.Variants = nil, []perfv1.ArmSpec{
+				{Name: "a", Toggle: perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &a}}},
+				{Name: "b", Toggle: perfv1.ToggleSpec{Env: &perfv1.EnvToggle{Name: "PROFILING", Value: &b}}}}
+		default:
+			e = experiment(ns, toggleOf(r.kind))
+		}
 		e.Name, e.Spec.Target.Deployment = r.name, r.name
 		e.Spec.Stages = []perfv1.StageSpec{{QPS: 10}, {QPS: 20}, {QPS: 30}}
 		if err := k8s.Create(context.Background(), e); err != nil {
