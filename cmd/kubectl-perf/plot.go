@@ -346,10 +346,14 @@ func windowLabel(w perfv1.WindowStatus) string {
 		}
 		return fmt.Sprintf("s%d r%d %s", w.Stage+1, *w.Round+1, arm)
 	}
-	if w.Concurrency > 0 {
-		return fmt.Sprintf("s%d c%d %s", w.Stage+1, w.Concurrency, w.Variant)
+	what := string(w.Variant)
+	if w.Arm != "" && w.Variant == perfv1.VariantTreatment {
+		what = w.Arm // a variant's treatment window: its name
 	}
-	return fmt.Sprintf("s%d %dqps %s", w.Stage+1, w.QPS, w.Variant)
+	if w.Concurrency > 0 {
+		return fmt.Sprintf("s%d c%d %s", w.Stage+1, w.Concurrency, what)
+	}
+	return fmt.Sprintf("s%d %dqps %s", w.Stage+1, w.QPS, what)
 }
 
 // runMarkers are the moments the toggle went on and off, and the abort.
