@@ -80,7 +80,8 @@ type PerfExperimentStatus struct {
 	StageIndex *int32 `json:"stageIndex,omitempty"`
 
 	// VariantIndex is the zero-based index, in spec.variants, of the variant
-	// being applied, measured or reverted (experiments with spec.variants).
+	// being applied, measured or reverted, or whose closing baseline is being
+	// measured (experiments with spec.variants).
 	// +optional
 	VariantIndex *int32 `json:"variantIndex,omitempty"`
 
@@ -230,9 +231,10 @@ type WindowStatus struct {
 	// Variant is the kind of window.
 	Variant Variant `json:"variant"`
 
-	// Arm is the spec.variants name of a treatment window, or of a settle
-	// period after applying or reverting that variant (experiments with
-	// spec.variants).
+	// Arm is the spec.variants name of a treatment window, of a settle
+	// period after applying or reverting that variant, or of the baseline
+	// measured after it, which closes its bracket (experiments with
+	// spec.variants; a stage's first baseline has none).
 	// +optional
 	Arm string `json:"arm,omitempty"`
 

@@ -52,9 +52,11 @@ relative overhead of the treatment with a 95 % confidence interval that respects
 samples' time correlation. Pods' values at the same t_seconds are summed. An
 interleaved run's sub-windows are baseline:rN and treatment:rN (round N from 1);
 such a stage is compared round by round, as the operator does. A run with
-spec.variants has one treatment@NAME per variant: each is compared with the
-stage's baseline, its interval widened for the number of variants (Bonferroni),
-as the operator does.`,
+spec.variants has one treatment@NAME per variant and the baseline measured after
+it, baseline@NAME: each variant is compared with the baselines on both sides of
+it (the stage's baseline, or the previous variant's baseline@, and its own),
+pooled, its interval widened for the number of variants (Bonferroni), as the
+operator does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" && output != "table" {
@@ -86,11 +88,13 @@ type windowKey struct {
 // sub-window of an interleaved stage baseline:rN or treatment:rN (N from 1),
 // or treatment@NAME for spec.variants' variant NAME (returned as it is).
 func parseVariant(s string) (variant string, round int, err error) {
-	if name, ok := strings.CutPrefix(s, "treatment@"); ok {
-		if name == "" || strings.ContainsAny(name, ":@") {
-			return "", 0, fmt.Errorf("column variant is %q: want treatment@NAME with a variant's name", s)
+	for _, prefix := range []string{"treatment@", "baseline@"} {
+		if name, ok := strings.CutPrefix(s, prefix); ok {
+			if name == "" || strings.ContainsAny(name, ":@") {
+				return "", 0, fmt.Errorf("column variant is %q: want %sNAME with a variant's name", s, prefix)
+			}
+			return s, 0, nil
 		}
-		return s, 0, nil
 	}
 	v, r, hasRound := strings.Cut(s, ":r")
 	if v != "baseline" && v != "treatment" {
@@ -183,12 +187,21 @@ func analyzeFile(path string) (analyzeJSON, error) {
 		if len(treatments) == 0 {
 			treatments = []string{"treatment"}
 		}
-		bc, bm := series(windowKey{stage, "baseline", 0})
 		opts := analysis.DefaultOptions()
 		if k := len(treatments); k > 1 {
 			opts.Confidence = 1 - (1-analysis.DefaultConfidence)/float64(k)
 		}
+		before := "baseline"
 		for _, tr := range treatments {
+			bc, bm := series(windowKey{stage, before, 0})
+			if name, ok := strings.CutPrefix(tr, "treatment@"); ok {
+				// A variant's bracket: the baseline before it and its own
+				// baseline@NAME after it, pooled as the operator pools them.
+				after := "baseline@" + name
+				ac, am := series(windowKey{stage, after, 0})
+				bc, bm = append(bc, ac...), append(bm, am...)
+				before = after
+			}
 			tc, tm := series(windowKey{stage, tr, 0})
 			if len(bc) == 0 || len(tc) == 0 {
 				return analyzeJSON{}, fmt.Errorf("%s: stage %s needs both baseline and %s samples", path, stage, tr)

@@ -120,6 +120,13 @@ func exportedWindows(exp *perfv1.PerfExperiment, stage int32) []*perfv1.WindowSt
 			if win := lastWindow(exp.Status.Windows, stage, perfv1.VariantTreatment, arm); win != nil && win.Series != nil {
 				out = append(out, win)
 			}
+			if arm == "" {
+				continue
+			}
+			// The baseline measured after the variant: half of its bracket.
+			if win := lastWindow(exp.Status.Windows, stage, perfv1.VariantBaseline, arm); win != nil && win.Series != nil {
+				out = append(out, win)
+			}
 		}
 		return out
 	}

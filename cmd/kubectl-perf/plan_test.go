@@ -204,8 +204,9 @@ func TestExportInterleavedRoundTripsThroughAnalyze(t *testing.T) {
 	}
 }
 
-// A run with variants exports one treatment@NAME per variant, and analyze
-// compares each with the stage's baseline at the operator's corrected
+// A run with variants exports one treatment@NAME per variant and the
+// baseline measured after it (baseline@NAME), and analyze compares each
+// variant with the two baselines around it at the operator's corrected
 // confidence: its numbers are the operator's.
 func TestExportVariantsRoundTripsThroughAnalyze(t *testing.T) {
 	exp := &perfv1.PerfExperiment{}
@@ -227,12 +228,16 @@ func TestExportVariantsRoundTripsThroughAnalyze(t *testing.T) {
 	yes := true
 	base, ser := series(0.40, 0)
 	exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantBaseline, Series: ser, Valid: &yes})
-	treat := map[string]analysis.Series{}
+	treat, after := map[string]analysis.Series{}, map[string]analysis.Series{}
 	for i, v := range []string{"g1", "serial", "parallel"} {
 		exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantSettle, Arm: v})
 		s, ser := series(0.40+0.02*float64(i), i+1)
 		treat[v] = s
 		exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantTreatment, Arm: v, Series: ser, Valid: &yes})
+		// The baseline after the variant, drifting up a little each time.
+		b, bser := series(0.401+0.001*float64(i), 10+i)
+		after[v] = b
+		exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantBaseline, Arm: v, Series: bser, Valid: &yes})
 	}
 	path := filepath.Join(t.TempDir(), "samples.csv")
 	f, err := os.Create(path)
@@ -254,9 +259,14 @@ func TestExportVariantsRoundTripsThroughAnalyze(t *testing.T) {
 	}
 	o := analysis.DefaultOptions()
 	o.Confidence = 1 - 0.05/3
+	before := base
 	for i, v := range []string{"g1", "serial", "parallel"} {
 		row := got.Stages[i]
-		want, err := analysis.Compare(base, treat[v], o)
+		// The operator's bracket: the baseline before the variant and the
+		// one after it.
+		pooled := append(append(analysis.Series{}, before...), after[v]...)
+		before = after[v]
+		want, err := analysis.Compare(pooled, treat[v], o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +280,7 @@ func TestExportVariantsRoundTripsThroughAnalyze(t *testing.T) {
 		t.Errorf("table: %v\n%s", err, table.String())
 	}
 	raw, _ := os.ReadFile(path)
-	if !strings.Contains(string(raw), "treatment@parallel") {
+	if !strings.Contains(string(raw), "treatment@parallel") || !strings.Contains(string(raw), "baseline@serial") {
 		t.Errorf("export:\n%s", raw)
 	}
 }

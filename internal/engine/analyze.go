@@ -147,27 +147,54 @@ func (x *decider) stageInput(stage int32, arm string) analysis.StageInput {
 		x.roundsInput(&in, stage)
 		return in
 	}
-	for i, v := range []perfv1.Variant{perfv1.VariantBaseline, perfv1.VariantTreatment} {
-		w := x.lastWindow(stage, v, arm)
-		if w == nil || w.Valid == nil || !*w.Valid {
-			in.Trustworthy = false
-		}
-		if w == nil {
-			continue
-		}
-		if l := w.Load; l != nil {
-			in.P50[i], in.P95[i], in.P99[i] = l.P50Ms, l.P95Ms, l.P99Ms
-		}
-		if s := w.Series; s != nil {
-			v, err := s.Values()
-			if err != nil {
-				in.Trustworthy = false // a series that does not unpack was edited
+	// One side of the comparison may be several windows, pooled: a
+	// variant's baseline is the baseline before it and the one after it.
+	sides := [2][]*perfv1.WindowStatus{
+		x.baselinesOf(stage, arm),
+		{x.lastWindow(stage, perfv1.VariantTreatment, arm)},
+	}
+	for i, ws := range sides {
+		var requests [3]float64 // weights of the latency percentiles
+		heapAll, gcAll := true, true
+		for _, w := range ws {
+			if w == nil || w.Valid == nil || !*w.Valid {
+				in.Trustworthy = false
+			}
+			if w == nil {
+				heapAll, gcAll = false, false
 				continue
 			}
-			in.CPU[i] = scaled(v.CPUMillicores, 1.0/1000)
-			in.Memory[i] = scaled(v.MemoryBytes, 1)
-			in.Heap[i] = scaled(v.HeapBytes, 1)
-			in.GC[i] = scaled(v.GCMicrosPerSecond, 1e-6)
+			if l := w.Load; l != nil {
+				n := float64(max(l.Requests, 1))
+				for k, p := range []*[2]float64{&in.P50, &in.P95, &in.P99} {
+					q := []float64{l.P50Ms, l.P95Ms, l.P99Ms}[k]
+					p[i] = (p[i]*requests[k] + q*n) / (requests[k] + n)
+					requests[k] += n
+				}
+			}
+			ser := w.Series
+			if ser == nil {
+				heapAll, gcAll = false, false
+				continue
+			}
+			v, err := ser.Values()
+			if err != nil {
+				in.Trustworthy = false // a series that does not unpack was edited
+				heapAll, gcAll = false, false
+				continue
+			}
+			in.CPU[i] = append(in.CPU[i], scaled(v.CPUMillicores, 1.0/1000)...)
+			in.Memory[i] = append(in.Memory[i], scaled(v.MemoryBytes, 1)...)
+			in.Heap[i] = append(in.Heap[i], scaled(v.HeapBytes, 1)...)
+			in.GC[i] = append(in.GC[i], scaled(v.GCMicrosPerSecond, 1e-6)...)
+			heapAll = heapAll && len(v.HeapBytes) > 0
+			gcAll = gcAll && len(v.GCMicrosPerSecond) > 0
+		}
+		if !heapAll {
+			in.Heap[i] = nil
+		}
+		if !gcAll {
+			in.GC[i] = nil
 		}
 	}
 	if len(in.Heap[0]) == 0 || len(in.Heap[1]) == 0 {
@@ -214,12 +241,31 @@ func (x *decider) roundsInput(in *analysis.StageInput, stage int32) {
 	in.Trustworthy = n >= 2 && 2*n >= rounds
 }
 
-// lastWindow is the stage's last window of kind v: a treatment window of arm
-// (a baseline is every arm's).
-func (x *decider) lastWindow(stage int32, v perfv1.Variant, arm string) *perfv1.WindowStatus {
-	if v != perfv1.VariantTreatment {
-		arm = ""
+// baselinesOf is what a treatment of arm is compared with: the stage's
+// baseline for spec.toggle; for a variant, the baseline measured before it
+// (the stage's first, or the one after the previous variant) and the one
+// measured after it, pooled — the mean of two baselines around the treatment
+// cancels a drift that is linear over the three windows.
+func (x *decider) baselinesOf(stage int32, arm string) []*perfv1.WindowStatus {
+	if arm == "" {
+		return []*perfv1.WindowStatus{x.lastWindow(stage, perfv1.VariantBaseline, "")}
 	}
+	before := ""
+	for i, v := range x.spec.Variants {
+		if v.Name == arm {
+			if i > 0 {
+				before = x.spec.Variants[i-1].Name
+			}
+			break
+		}
+	}
+	return []*perfv1.WindowStatus{x.lastWindow(stage, perfv1.VariantBaseline, before), x.lastWindow(stage, perfv1.VariantBaseline, arm)}
+}
+
+// lastWindow is the stage's last window of kind v and arm: a variant's
+// treatment window, or the baseline measured after it ("" for the stage's
+// first baseline and spec.toggle's treatment).
+func (x *decider) lastWindow(stage int32, v perfv1.Variant, arm string) *perfv1.WindowStatus {
 	for i := len(x.st.Windows) - 1; i >= 0; i-- {
 		if w := &x.st.Windows[i]; w.Stage == stage && w.Variant == v && w.Arm == arm {
 			return w

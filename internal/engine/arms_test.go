@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
@@ -74,12 +75,12 @@ func TestVariantsAreMeasuredOneAfterTheOtherAgainstOneBaseline(t *testing.T) {
 	}{
 		{"jvmOption variants roll the pods", gcVariants(),
 			"-1/warmup 0/baseline " +
-				"0/settle/g1 0/treatment/g1 0/settle/g1 0/settle/serial 0/treatment/serial 0/settle/serial 0/settle/parallel 0/treatment/parallel 1/settle/parallel " +
-				"1/baseline 1/settle/g1 1/treatment/g1 1/settle/g1 1/settle/serial 1/treatment/serial 1/settle/serial 1/settle/parallel 1/treatment/parallel",
+				"0/settle/g1 0/treatment/g1 0/settle/g1 0/baseline/g1 0/settle/serial 0/treatment/serial 0/settle/serial 0/baseline/serial 0/settle/parallel 0/treatment/parallel 0/settle/parallel 0/baseline/parallel " +
+				"1/baseline 1/settle/g1 1/treatment/g1 1/settle/g1 1/baseline/g1 1/settle/serial 1/treatment/serial 1/settle/serial 1/baseline/serial 1/settle/parallel 1/treatment/parallel 1/settle/parallel 1/baseline/parallel",
 			map[string]float64{"g1": 0.10, "serial": -0.05, "parallel": 0}},
 		{"http variants switch at run time", httpVariants(),
-			"-1/warmup 0/baseline 0/settle/low 0/treatment/low 0/settle/low 0/settle/high 0/treatment/high 1/settle/high " +
-				"1/baseline 1/settle/low 1/treatment/low 1/settle/low 1/settle/high 1/treatment/high",
+			"-1/warmup 0/baseline 0/settle/low 0/treatment/low 0/settle/low 0/baseline/low 0/settle/high 0/treatment/high 0/settle/high 0/baseline/high " +
+				"1/baseline 1/settle/low 1/treatment/low 1/settle/low 1/baseline/low 1/settle/high 1/treatment/high 1/settle/high 1/baseline/high",
 			map[string]float64{"low": 0.05, "high": 0.20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,7 +173,16 @@ func TestVariantRunLosesItsStatusAtAnyDecision(t *testing.T) {
 		e.Spec.Windows.Settle = "0s"
 		return e
 	}
-	for _, mk := range []func() *perfv1.PerfExperiment{gcVariants, httpVariants, httpNoSettle} {
+	// One stage each: every decision of a stage is lost once, and the test's
+	// cost grows with the square of the decisions.
+	oneStage := func(mk func() *perfv1.PerfExperiment) func() *perfv1.PerfExperiment {
+		return func() *perfv1.PerfExperiment {
+			e := mk()
+			e.Spec.Stages = e.Spec.Stages[:1]
+			return e
+		}
+	}
+	for _, mk := range []func() *perfv1.PerfExperiment{oneStage(gcVariants), oneStage(httpVariants), oneStage(httpNoSettle)} {
 		ref := newWorld(t, mk())
 		ref.runToEnd()
 		arms := len(ref.exp.Spec.Variants)
@@ -190,7 +200,7 @@ func TestVariantRunLosesItsStatusAtAnyDecision(t *testing.T) {
 			// Without a settle, a crash after one decision reverted a variant
 			// and applied the next repeats that decision: the next variant is
 			// switched back (its intent was recorded) and on again, once more.
-			if w.applied || w.heldBy != "" || len(w.jobs) != 0 || w.applies < 2*arms || w.applies > 2*arms+1 {
+			if w.applied || w.heldBy != "" || len(w.jobs) != 0 || w.applies < arms || w.applies > arms+1 {
 				t.Fatalf("%s, status lost at decision %d: applied %v lock %q jobs %d applies %d", kind, k, w.applied, w.heldBy, len(w.jobs), w.applies)
 			}
 			for name, n := range w.created {
@@ -243,4 +253,53 @@ func TestAnEndingDuringAVariantRevertsThatVariant(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Each variant is compared with the baselines on both sides of it, so a
+// drift that is linear over the stage cancels: variants that change nothing
+// on a service whose CPU rises 10 % an hour read about 0, where the stage's
+// first baseline alone would read the drift (with the seed's 30-minute
+// windows: +5 % for the first variant, +26 % for the third).
+func TestBracketingBaselinesCancelALinearDrift(t *testing.T) {
+	w := newWorld(t, gcVariants())
+	w.exp.Spec.Stages = w.exp.Spec.Stages[:1]
+	start := w.now
+	w.drift = func(now time.Time) float64 { return 1 + 0.10*now.Sub(start).Hours() }
+	w.cpuOf = func(*perfv1.ToggleSpec) float64 { return 0.4 } // no variant does anything
+	w.runToEnd()
+	st := w.exp.Status
+	if st.Phase != perfv1.PhaseSucceeded || len(st.Summary) != 3 {
+		t.Fatalf("phase %s summary %+v", st.Phase, st.Summary)
+	}
+	first := w.lastWindowOf(0, perfv1.VariantBaseline, "")
+	for _, row := range st.Summary {
+		treat := w.lastWindowOf(0, perfv1.VariantTreatment, row.Variant)
+		naive := meanCPU(t, treat)/meanCPU(t, first) - 1
+		t.Logf("%s: %+.2f %% against its bracket, %+.2f %% against the first baseline alone", row.Variant, 100*row.CPU.Overhead, 100*naive)
+		if math.Abs(row.CPU.Overhead) > 0.002 {
+			t.Errorf("variant %s: CPU %+.2f %% under a linear drift, want about 0", row.Variant, 100*row.CPU.Overhead)
+		}
+	}
+}
+
+func (w *world) lastWindowOf(stage int32, v perfv1.Variant, arm string) *perfv1.WindowStatus {
+	for i := len(w.exp.Status.Windows) - 1; i >= 0; i-- {
+		if win := &w.exp.Status.Windows[i]; win.Stage == stage && win.Variant == v && win.Arm == arm {
+			return win
+		}
+	}
+	w.t.Fatalf("no %s window of %q at stage %d", v, arm, stage)
+	return nil
+}
+
+func meanCPU(t *testing.T, w *perfv1.WindowStatus) float64 {
+	v, err := w.Series.Values()
+	if err != nil || len(v.CPUMillicores) == 0 {
+		t.Fatalf("window %+v: %v", w, err)
+	}
+	sum := 0.0
+	for _, c := range v.CPUMillicores {
+		sum += float64(c)
+	}
+	return sum / float64(len(v.CPUMillicores))
 }

@@ -84,8 +84,10 @@ func (x *decider) enter(p perfv1.Phase, stage int32) {
 	switch p {
 	case perfv1.PhaseSwitching, perfv1.PhaseTreatment, perfv1.PhaseReverting:
 		variant = x.arm().Name
-	default:
-		x.st.VariantIndex = nil // a stage's variants start again at its baseline
+	case perfv1.PhaseBaseline:
+		if x.st.VariantIndex != nil {
+			variant = "after " + x.arm().Name // the baseline that closes a variant
+		}
 	}
 	x.st.CurrentStage = stageLabel(x.spec, stage, variant)
 }

@@ -101,6 +101,7 @@ func (x *decider) roundsWindow(stage int32) k6.Window {
 
 // beginStage starts a stage in the spec's design.
 func (x *decider) beginStage(stage int32) {
+	x.st.VariantIndex = nil // a stage's variants start again after its first baseline
 	if !x.spec.Interleaved() {
 		x.enter(perfv1.PhaseBaseline, stage)
 		x.openWindow(perfv1.VariantBaseline)

@@ -31,8 +31,19 @@ func (x *decider) baseline() {
 		return
 	}
 	if len(x.spec.Variants) > 0 {
-		first := int32(0)
-		x.st.VariantIndex = &first
+		// Variants are bracketed by baselines: the stage's first baseline
+		// opens the first variant, and the baseline measured after variant i
+		// closes it and opens variant i+1; after the last, the stage is done.
+		next := int32(0)
+		if x.st.VariantIndex != nil {
+			n, more := x.nextVariant()
+			if !more {
+				x.nextStage()
+				return
+			}
+			next = n
+		}
+		x.st.VariantIndex = &next
 	}
 	x.switchOn(s)
 }
@@ -76,12 +87,21 @@ func (x *decider) treatment() {
 	s := x.stage()
 	x.revert()
 	x.enter(perfv1.PhaseReverting, s)
+	if len(x.spec.Variants) == 0 && s+1 >= int32(len(x.spec.Stages)) {
+		// Nothing is measured after the last revert: the run ends without
+		// waiting for its rollout. Decided from the status alone, so that a
+		// restart after this ending's lock release (its status write lost)
+		// decides the same ending again, whatever the rollout is doing,
+		// instead of taking the released lock for someone else's doing.
+		x.nextStage()
+		return
+	}
 	// The revert settles under the load that comes next: this stage's, for
-	// its next variant, or the next stage's, before its baseline.
-	_, more := x.nextVariant()
+	// the baseline that closes a variant, or the next stage's, before its
+	// baseline.
 	switch {
 	case !x.plan.needsSettle(x.spec):
-	case more:
+	case len(x.spec.Variants) > 0:
 		x.openSettle(s, true)
 	case s+1 < int32(len(x.spec.Stages)):
 		x.openSettle(s+1, true)
@@ -93,12 +113,15 @@ func (x *decider) reverting() {
 	if !x.settled() {
 		return
 	}
-	if next, more := x.nextVariant(); more {
-		// Each variant starts from the original state, with the same revert
+	if len(x.spec.Variants) > 0 {
+		// The baseline after a variant: it closes this variant's bracket
+		// (the variant is compared with the baselines on both sides of it,
+		// which cancels a linear drift) and opens the next one's. Each
+		// variant starts from the original state, with the same revert
 		// guarantees as a single toggle: the previous one was reverted, and
-		// its rollout completed and settled, before this one is applied.
-		x.st.VariantIndex = &next
-		x.switchOn(x.stage())
+		// its rollout completed and settled, before it is applied.
+		x.enter(perfv1.PhaseBaseline, x.stage())
+		x.openWindow(perfv1.VariantBaseline)
 		return
 	}
 	x.nextStage()
@@ -122,7 +145,8 @@ func (x *decider) nextStage() {
 func (x *decider) openWindow(v perfv1.Variant) {
 	stage := x.stage()
 	w := x.plan.measured(x.spec, stage, v)
-	if v == perfv1.VariantTreatment {
+	if v == perfv1.VariantTreatment || (v == perfv1.VariantBaseline && x.st.VariantIndex != nil) {
+		// A variant's treatment, or the baseline measured after it.
 		w.Arm = x.arm().Name
 	}
 	name := k6.JobName(x.exp.Name, w)

@@ -33,6 +33,9 @@ type world struct {
 	// applied; cpuOf, when set, is each pod's CPU with it on (0.42 otherwise).
 	active *perfv1.ToggleSpec
 	cpuOf  func(t *perfv1.ToggleSpec) float64
+	// drift, when set, scales every pod's CPU at a time (a service whose
+	// load or neighbours change slowly).
+	drift func(t time.Time) float64
 	// gcOf, when set, is each pod's time in GC (seconds per second) with the
 	// given toggle on, nil for none; without it the pods export no GC timing.
 	gcOf         func(t *perfv1.ToggleSpec) float64
@@ -110,6 +113,9 @@ func (w *world) observe() Observed {
 				if w.cpuOf != nil {
 					cpu = w.cpuOf(w.active)
 				}
+			}
+			if w.drift != nil {
+				cpu *= w.drift(w.now)
 			}
 			if w.loadChangedWithin(w.cpuWindow) {
 				cpu = cpuSpike
@@ -296,6 +302,11 @@ func (w *world) advance(d Decision) bool {
 	var next []time.Time
 	if d.RequeueAfter > 0 {
 		next = append(next, w.now.Add(d.RequeueAfter))
+	}
+	if w.decisions == w.loseStatusAt {
+		// The status write was lost to a crash: the restarted operator
+		// reconciles every experiment when its caches have synced.
+		next = append(next, w.now.Add(time.Second))
 	}
 	for _, j := range w.jobs {
 		s := j.created.Add(w.podStart)
