@@ -25,8 +25,9 @@ import (
 // event): at N=1000 the largest share of its CPU (test/bench/scale). Sampling
 // every 15 s, the status is written two minutes after it was last written, and
 // whenever anything but samples changes (a window, the toggle, a guardrail
-// breach: at once, with the samples waiting). A restart loses at most the
-// unwritten samples.
+// breach: at once, with the samples waiting); when such a change is due
+// within the next interval (a window's load ends), the samples wait one
+// interval more for it. A restart loses at most the unwritten samples.
 const FlushEvery = 8
 
 // RefreshPodsEvery is how many samples at most reuse the target's pod list
@@ -300,9 +301,29 @@ func podState(pod *corev1.Pod, container string) guardrail.PodState {
 }
 
 // flushDue reports whether the status must be written: anything but samples
-// changed, enough samples wait, or the run is no longer sampling.
-func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending) bool {
-	return len(p.samples) == 0 || len(p.failures) > 0 || p.unflushed >= FlushEvery || !equalButSamples(before, after)
+// changed, enough samples wait, or the run is no longer sampling. Enough
+// samples wait for one interval more when the status is due to change within
+// it anyway (changeSoon): a window of FlushEvery intervals would otherwise be
+// written twice within seconds at its end, its samples alone and then its
+// closing (at N=1000 a quarter of the status writes, docs/scale.md).
+func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending, changeSoon bool) bool {
+	if len(p.samples) == 0 || len(p.failures) > 0 || !equalButSamples(before, after) {
+		return true
+	}
+	return p.unflushed >= FlushEvery && !changeSoon
+}
+
+// changeSoon reports whether the decision says the status changes within one
+// sampling interval from now (engine.Decision.ChangesAt: the open window's
+// load ends, a settle period or an interleaved slot is over). Samples held for
+// that change wait at most one interval more: by the next sample the time has
+// passed, and a change that came late no longer holds them.
+func changeSoon(spec *perfv1.PerfExperimentSpec, d engine.Decision, now time.Time) bool {
+	if d.ChangesAt.IsZero() || !d.ChangesAt.After(now) {
+		return false
+	}
+	interval, err := spec.Metrics.Interval.Parse()
+	return err == nil && d.ChangesAt.Sub(now) <= interval
 }
 
 // equalButSamples compares two statuses ignoring what samples change: the

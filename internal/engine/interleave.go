@@ -194,6 +194,7 @@ func (x *decider) interleaving() {
 		next = s.measure
 	}
 	x.wakeAt(next)
+	x.changesAt(next)
 	what := "measuring"
 	if settling {
 		what = "settling"

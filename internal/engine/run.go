@@ -152,6 +152,7 @@ func (x *decider) measure(v perfv1.Variant) bool {
 			x.finish(perfv1.PhaseFailed, perfv1.ReasonLoadFailed, fmt.Sprintf("load Job %s still running %s after its window should have ended", job.Name, Overdue))
 			return false
 		}
+		x.changesAt(due)
 		next := due.Add(JobGrace)
 		if !next.After(x.obs.Now) {
 			next = x.obs.Now.Add(JobGrace) // late: look again, but never spin
@@ -269,6 +270,7 @@ func (x *decider) settled() bool {
 	end := rec.Start.Add(x.plan.settle)
 	if x.obs.Now.Before(end) {
 		x.wakeAt(end)
+		x.changesAt(end)
 		x.wait("settling under load until " + end.UTC().Format(time.RFC3339))
 		return false
 	}
