@@ -42,7 +42,8 @@ const FlushEvery = 8
 // that restarts or is OOM-killed turns its pod NotReady, which moves the
 // Deployment's ready count, so it is seen at the next sample; this count is
 // the backstop for a restart too quick to show there (every four minutes
-// sampling every 15 s). At N=1000 the list every fourth sample was the largest
+// sampling every 15 s). A list a runtime toggle's apply or revert read counts
+// as one (notePods). At N=1000 the list every fourth sample was the largest
 // share of the operator's requests (docs/scale.md).
 const RefreshPodsEvery = 16
 
@@ -131,6 +132,13 @@ func (b *buffers) get(key types.NamespacedName) *pending {
 		b.m[key] = p
 	}
 	return p
+}
+
+// peek returns key's pending samples, nil when there are none.
+func (b *buffers) peek(key types.NamespacedName) *pending {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m[key]
 }
 
 func (b *buffers) drop(key types.NamespacedName) {
@@ -276,6 +284,21 @@ func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, s *scope, p 
 		if podReady(&pod) {
 			p.ready = append(p.ready, pod.Name)
 		}
+	}
+}
+
+// notePods hands a pod list the reconcile read for its actions (a runtime
+// toggle's apply or revert lists the pods it switches) to the sampling too, as
+// if it had been read for it: the same list at the same moment, so the next
+// samples need no list of their own until something says the pods changed
+// (at N=1000, RefreshPodsEvery's backstop read the pods once more in most
+// runs, docs/scale.md).
+func (r *PerfExperimentReconciler) notePods(ctx context.Context, s *scope) {
+	if !s.podsRead || s.target == nil {
+		return
+	}
+	if p := r.samples.peek(client.ObjectKeyFromObject(s.exp)); p != nil && p.podNames != nil {
+		r.refreshPods(ctx, s, p)
 	}
 }
 
