@@ -32,29 +32,14 @@ var (
 		Name: "perfexp_windows_total",
 		Help: "Measured windows closed, by variant and whether they can be trusted.",
 	}, []string{"variant", "valid"})
-	// The two per-experiment series below let a dashboard draw latency per window
-	// and mark the toggle moments (changes() of the gauge) beside the target's
-	// cAdvisor and heap series. Both are dropped when the experiment is deleted.
-	toggleApplied = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "perfexp_toggle_applied",
-		Help: "1 while the experiment's toggle is in effect on its target, else 0.",
-	}, []string{"namespace", "experiment"})
-	windowLatency = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "perfexp_window_latency_seconds",
-		Help: "Latency percentiles of the experiment's last closed window per stage and variant (from the k6 results).",
-	}, []string{"namespace", "experiment", "stage", "variant", "quantile"})
-	// The result series: one info series per experiment, so an alert or a
-	// dashboard can name it and read its outcome, and the overhead table.
-	// Both come from the persisted status and are dropped on deletion.
-	experimentInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "perfexp_experiment_info",
-		Help: "1 for every experiment, labelled with its phase, verdict and abort reason (empty unless it ended early).",
-	}, []string{"namespace", "experiment", "phase", "verdict", "reason"})
-	stageOverhead = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "perfexp_stage_overhead_ratio",
-		Help: "Relative overhead (treatment - baseline) / baseline of a finished stage, as a fraction, " +
-			"by metric (cpu, memory, p99) and bound (estimate, and the 95 % interval's low and high).",
-	}, []string{"namespace", "experiment", "stage", "metric", "bound"})
+	// The per-experiment series (experimentSeries, expseries.go): the toggle
+	// gauge and the window latency let a dashboard draw latency per window and
+	// mark the toggle moments (changes() of the gauge) beside the target's
+	// cAdvisor and heap series; the info series names each experiment and its
+	// outcome for an alert or a dashboard, and the overhead table follows. All
+	// come from the persisted status and are dropped when the experiment is
+	// deleted.
+	perExperiment = newExperimentSeries()
 )
 
 // endingReasons are the (phase, reason) pairs an experiment can end with: the
@@ -72,7 +57,7 @@ var endingReasons = map[perfv1.Phase][]string{
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(experimentsByPhase, endings, guardrailEvaluations, windowsClosed,
-		toggleApplied, windowLatency, experimentInfo, stageOverhead)
+		perExperiment)
 	for phase, reasons := range endingReasons {
 		for _, r := range reasons {
 			endings.WithLabelValues(string(phase), r)
@@ -104,11 +89,7 @@ func recordWrite(key types.NamespacedName, before, after *perfv1.PerfExperimentS
 	guardrailEvaluations.Add(float64(judgedSamples))
 	recordResult(key, after)
 	if after.Toggle != nil {
-		applied := 0.0
-		if after.Toggle.Applied {
-			applied = 1
-		}
-		toggleApplied.WithLabelValues(key.Namespace, key.Name).Set(applied)
+		perExperiment.setToggle(key, after.Toggle.Applied)
 	}
 	for i, w := range after.Windows {
 		closedBefore := i < len(before.Windows) && before.Windows[i].End != nil
@@ -126,7 +107,7 @@ func recordWrite(key types.NamespacedName, before, after *perfv1.PerfExperimentS
 				label string
 				ms    float64
 			}{{"0.5", w.Load.P50Ms}, {"0.95", w.Load.P95Ms}, {"0.99", w.Load.P99Ms}} {
-				windowLatency.WithLabelValues(key.Namespace, key.Name, stage, string(w.Variant), q.label).Set(q.ms / 1000)
+				perExperiment.setLatency(key, stage, string(w.Variant), q.label, q.ms/1000)
 			}
 		}
 	}
@@ -142,14 +123,7 @@ func setPhase(key types.NamespacedName, p perfv1.Phase) {
 	}
 	if p == "" {
 		delete(phases.m, key)
-		series := prometheus.Labels{"namespace": key.Namespace, "experiment": key.Name}
-		toggleApplied.DeletePartialMatch(series)
-		windowLatency.DeletePartialMatch(series)
-		experimentInfo.DeletePartialMatch(series)
-		stageOverhead.DeletePartialMatch(series)
-		infos.Lock()
-		delete(infos.m, key)
-		infos.Unlock()
+		perExperiment.forget(key)
 		return
 	}
 	phases.m[key] = p
@@ -164,19 +138,7 @@ func recordResult(key types.NamespacedName, st *perfv1.PerfExperimentStatus) {
 	if st.Abort != nil {
 		reason = st.Abort.Reason
 	}
-	info := [3]string{string(st.Phase), string(st.Verdict), reason}
-	infos.Lock()
-	if old, ok := infos.m[key]; !ok || old != info {
-		// The old series is known exactly (infos holds its labels, and no
-		// series exists without an entry): a partial match scanned every
-		// experiment's, 2.6 % of the CPU at N=1000 (docs/scale.md).
-		if ok {
-			experimentInfo.DeleteLabelValues(key.Namespace, key.Name, old[0], old[1], old[2])
-		}
-		experimentInfo.WithLabelValues(key.Namespace, key.Name, info[0], info[1], info[2]).Set(1)
-		infos.m[key] = info
-	}
-	infos.Unlock()
+	perExperiment.setInfo(key, string(st.Phase), string(st.Verdict), reason)
 	for _, row := range st.Summary {
 		for _, m := range []struct {
 			name string
@@ -185,15 +147,9 @@ func recordResult(key types.NamespacedName, st *perfv1.PerfExperimentStatus) {
 			if m.c == nil {
 				continue
 			}
-			for bound, v := range map[string]float64{"estimate": m.c.Overhead, "low": m.c.CILow, "high": m.c.CIHigh} {
-				stageOverhead.WithLabelValues(key.Namespace, key.Name, row.Stage, m.name, bound).Set(v)
-			}
+			perExperiment.setOverhead(key, row.Stage, m.name, "estimate", m.c.Overhead)
+			perExperiment.setOverhead(key, row.Stage, m.name, "low", m.c.CILow)
+			perExperiment.setOverhead(key, row.Stage, m.name, "high", m.c.CIHigh)
 		}
 	}
 }
-
-// infos remembers the labels of each experiment's info series.
-var infos = struct {
-	sync.Mutex
-	m map[types.NamespacedName][3]string
-}{m: map[types.NamespacedName][3]string{}}

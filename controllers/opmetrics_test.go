@@ -56,10 +56,10 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if got := testutil.ToFloat64(windowsClosed.WithLabelValues("baseline", "true")); got != 1 {
 		t.Fatalf("closed baseline windows %v", got)
 	}
-	if got := testutil.ToFloat64(toggleApplied.WithLabelValues("shop", "m")); got != 1 {
+	if got := seriesValue(t, "perfexp_toggle_applied", key, ""); got != 1 {
 		t.Fatalf("toggle gauge %v while applied", got)
 	}
-	if got := testutil.ToFloat64(windowLatency.WithLabelValues("shop", "m", "0", "baseline", "0.99")); got != 0.0125 {
+	if got := seriesValue(t, "perfexp_window_latency_seconds", key, "quantile=0.99,stage=0,variant=baseline"); got != 0.0125 {
 		t.Fatalf("baseline p99 gauge %v s; want 0.0125", got)
 	}
 	wantSeries(t, "perfexp_experiment_info", key, map[string]float64{"phase=Treatment,reason=,verdict=": 1})
@@ -82,7 +82,7 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if got := testutil.ToFloat64(windowsClosed.WithLabelValues("treatment", "false")); got != 1 {
 		t.Fatalf("closed invalid treatment windows %v", got)
 	}
-	if got := testutil.ToFloat64(toggleApplied.WithLabelValues("shop", "m")); got != 0 {
+	if got := seriesValue(t, "perfexp_toggle_applied", key, ""); got != 0 {
 		t.Fatalf("toggle gauge %v after the revert", got)
 	}
 	// The info series moved (the Treatment one is gone, never two at once);
@@ -96,7 +96,7 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 	if got := testutil.ToFloat64(experimentsByPhase.WithLabelValues("Aborted")); got != 0 {
 		t.Fatalf("a deleted experiment still counted: %v", got)
 	}
-	if n := testutil.CollectAndCount(toggleApplied) + testutil.CollectAndCount(windowLatency); n != 0 {
+	if n := len(series(t, "perfexp_toggle_applied", key)) + len(series(t, "perfexp_window_latency_seconds", key)); n != 0 {
 		t.Fatalf("%d per-experiment series left after deletion", n)
 	}
 	wantSeries(t, "perfexp_experiment_info", key, map[string]float64{})
@@ -106,6 +106,26 @@ func TestOperatorMetricsCountWhatWasPersisted(t *testing.T) {
 // wantSeries compares the series of one metric that belong to an experiment,
 // keyed by their other labels ("name=value,..." sorted), with what is wanted.
 func wantSeries(t *testing.T, metric string, key types.NamespacedName, want map[string]float64) {
+	t.Helper()
+	if got := series(t, metric, key); !maps.Equal(got, want) {
+		t.Errorf("%s of %s: %v, want %v", metric, key, got, want)
+	}
+}
+
+// seriesValue is the value of one series of an experiment, named by its other
+// labels as in wantSeries; the test fails when there is no such series.
+func seriesValue(t *testing.T, metric string, key types.NamespacedName, labels string) float64 {
+	t.Helper()
+	v, ok := series(t, metric, key)[labels]
+	if !ok {
+		t.Fatalf("no series %s{%s} of %s", metric, labels, key)
+	}
+	return v
+}
+
+// series gathers the series of one metric that belong to an experiment, as
+// the metrics endpoint serves them, keyed by their other labels.
+func series(t *testing.T, metric string, key types.NamespacedName) map[string]float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -134,9 +154,7 @@ func wantSeries(t *testing.T, metric string, key types.NamespacedName, want map[
 			}
 		}
 	}
-	if !maps.Equal(got, want) {
-		t.Errorf("%s of %s: %v, want %v", metric, key, got, want)
-	}
+	return got
 }
 
 // Every way an experiment can end is exported at 0 from the start, so the

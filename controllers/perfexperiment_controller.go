@@ -102,7 +102,9 @@ func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	r.sample(ctx, s)
 	d := engine.Decide(exp, s.obs)
-	return r.summarize(ctx, s, &d, r.execute(ctx, s, &d))
+	out := r.execute(ctx, s, &d)
+	r.notePods(ctx, s)
+	return r.summarize(ctx, s, &d, out)
 }
 
 func requeueAfter(d engine.Decision) time.Duration {

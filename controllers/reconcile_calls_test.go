@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -261,5 +262,60 @@ func TestAWaitingExperimentCostsNothing(t *testing.T) {
 		if w := writes.reset(); w["patch status"]+w["update v1alpha1.PerfExperiment"] != 0 {
 			t.Errorf("reconcile %d with nothing changed wrote %v", i, w)
 		}
+	}
+}
+
+// An experiment that has ended, with its toggle switched back and its target
+// released, reads the target no more: the reconciles its Jobs' deletions
+// cause make no uncached read.
+func TestAFinishedExperimentLeavesItsTargetAlone(t *testing.T) {
+	clock := newTestClock()
+	c := newCluster(t, clock)
+	dep := c.target("app")
+	targetPods(t, c.ns, dep)
+	uncached := &calls{n: map[string]int{}}
+	admin := newAdminServer(t, clock, "")
+	cc, api := handClients(t)
+	r := &controllers.PerfExperimentReconciler{
+		Client: cc, APIReader: countingReader{Reader: api, c: uncached},
+		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, HTTP: admin.sender(), Metrics: metricsFor(clock),
+	}
+	e := shortExperiment(c.ns, "app", httpToggleSpec())
+	e.Spec.Windows.Settle = "0s"
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
+	for i := 0; i < 400 && !c.experiment("overhead").Status.Phase.IsTerminal(); i++ {
+		cached(t, cc, req.NamespacedName)
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		c.tick()
+		if i%2 == 1 {
+			clock.Step(step)
+		}
+	}
+	if p := c.experiment("overhead").Status.Phase; p != perfv1.PhaseSucceeded {
+		t.Fatalf("the run ended %s", p)
+	}
+	for i := 0; i < 3; i++ {
+		cached(t, cc, req.NamespacedName)
+		uncached.reset()
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if n := uncached.reset()[kindOf(&appsv1.Deployment{})+"/app"]; n != 0 {
+			t.Errorf("reconcile %d after the ending read the released target %d times from the API server", i, n)
+		}
+		c.tick()
+		clock.Step(step)
+	}
+	got := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "app"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[perfv1.LabelExperiment] != "" || got.Annotations[perfv1.AnnotationLock] != "" {
+		t.Errorf("the target is still held: labels %v annotations %v", got.Labels, got.Annotations)
 	}
 }

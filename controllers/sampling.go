@@ -10,6 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,8 +27,9 @@ import (
 // event): at N=1000 the largest share of its CPU (test/bench/scale). Sampling
 // every 15 s, the status is written two minutes after it was last written, and
 // whenever anything but samples changes (a window, the toggle, a guardrail
-// breach: at once, with the samples waiting). A restart loses at most the
-// unwritten samples.
+// breach: at once, with the samples waiting); when such a change is due
+// within an interval (a window's load ends), the samples wait for it, two
+// intervals more at most. A restart loses at most the unwritten samples.
 const FlushEvery = 8
 
 // RefreshPodsEvery is how many samples at most reuse the target's pod list
@@ -39,7 +42,8 @@ const FlushEvery = 8
 // that restarts or is OOM-killed turns its pod NotReady, which moves the
 // Deployment's ready count, so it is seen at the next sample; this count is
 // the backstop for a restart too quick to show there (every four minutes
-// sampling every 15 s). At N=1000 the list every fourth sample was the largest
+// sampling every 15 s). A list a runtime toggle's apply or revert read counts
+// as one (notePods). At N=1000 the list every fourth sample was the largest
 // share of the operator's requests (docs/scale.md).
 const RefreshPodsEvery = 16
 
@@ -128,6 +132,13 @@ func (b *buffers) get(key types.NamespacedName) *pending {
 		b.m[key] = p
 	}
 	return p
+}
+
+// peek returns key's pending samples, nil when there are none.
+func (b *buffers) peek(key types.NamespacedName) *pending {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m[key]
 }
 
 func (b *buffers) drop(key types.NamespacedName) {
@@ -276,6 +287,21 @@ func (r *PerfExperimentReconciler) refreshPods(ctx context.Context, s *scope, p 
 	}
 }
 
+// notePods hands a pod list the reconcile read for its actions (a runtime
+// toggle's apply or revert lists the pods it switches) to the sampling too, as
+// if it had been read for it: the same list at the same moment, so the next
+// samples need no list of their own until something says the pods changed
+// (at N=1000, RefreshPodsEvery's backstop read the pods once more in most
+// runs, docs/scale.md).
+func (r *PerfExperimentReconciler) notePods(ctx context.Context, s *scope) {
+	if !s.podsRead || s.target == nil {
+		return
+	}
+	if p := r.samples.peek(client.ObjectKeyFromObject(s.exp)); p != nil && p.podNames != nil {
+		r.refreshPods(ctx, s, p)
+	}
+}
+
 // podState is the named container's state in a pod: restarts and OOM kills
 // are judged on the container that is toggled and measured, found by name
 // (the kubelet orders container statuses by name, not as in the template).
@@ -300,19 +326,67 @@ func podState(pod *corev1.Pod, container string) guardrail.PodState {
 }
 
 // flushDue reports whether the status must be written: anything but samples
-// changed, enough samples wait, or the run is no longer sampling.
-func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending) bool {
-	return len(p.samples) == 0 || len(p.failures) > 0 || p.unflushed >= FlushEvery || !equalButSamples(before, after)
+// changed, enough samples wait, or the run is no longer sampling. Enough
+// samples wait when the status is due to change within an interval anyway
+// (changeSoon): a window of FlushEvery intervals would otherwise be
+// written twice within seconds at its end, its samples alone and then its
+// closing (docs/scale.md).
+func flushDue(before, after *perfv1.PerfExperimentStatus, p *pending, changeSoon bool) bool {
+	if len(p.samples) == 0 || len(p.failures) > 0 || !equalButSamples(before, after) {
+		return true
+	}
+	return p.unflushed >= FlushEvery && !changeSoon
+}
+
+// changeSoon reports whether the decision says the status changes within one
+// sampling interval of now (engine.Decision.ChangesAt: the open window's load
+// ends, a settle period or an interleaved slot is over), or was due to less
+// than an interval ago and has not been seen yet (the Job's completion is
+// still on its way to the cache). Samples held for that change wait at most
+// two intervals more: a change later than that no longer holds them.
+func changeSoon(spec *perfv1.PerfExperimentSpec, d engine.Decision, now time.Time) bool {
+	if d.ChangesAt.IsZero() {
+		return false
+	}
+	interval, err := spec.Metrics.Interval.Parse()
+	if err != nil || interval <= 0 {
+		return false
+	}
+	in := d.ChangesAt.Sub(now)
+	return in >= -interval && in <= interval
 }
 
 // equalButSamples compares two statuses ignoring what samples change: the
-// measurement state and the windows' series. It runs at every sample, so it
+// measurement state, the windows' series, and the MetricsAvailable condition
+// that the first sample of a run sets True (the samples' own news: it is
+// written with them, two minutes later at most; a condition that flips, as
+// after an outage, is written at once). It runs at every sample, so it
 // compares shallow copies instead of deep ones.
 func equalButSamples(a, b *perfv1.PerfExperimentStatus) bool {
 	x, y := *a, *b
 	x.Measurement, y.Measurement = nil, nil
 	x.Windows, y.Windows = withoutSeries(a.Windows), withoutSeries(b.Windows)
+	y.Conditions = withoutFirstMetrics(a.Conditions, b.Conditions)
 	return equality.Semantic.DeepEqual(&x, &y)
+}
+
+// withoutFirstMetrics returns after without its MetricsAvailable condition
+// when that condition is True and before has none; after otherwise.
+func withoutFirstMetrics(before, after []metav1.Condition) []metav1.Condition {
+	if meta.FindStatusCondition(before, perfv1.ConditionMetricsAvailable) != nil {
+		return after
+	}
+	c := meta.FindStatusCondition(after, perfv1.ConditionMetricsAvailable)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return after
+	}
+	out := make([]metav1.Condition, 0, len(after)-1)
+	for _, c := range after {
+		if c.Type != perfv1.ConditionMetricsAvailable {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func withoutSeries(ws []perfv1.WindowStatus) []perfv1.WindowStatus {

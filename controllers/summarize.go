@@ -115,7 +115,7 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	}
 	setConditions(&exp.Status, &exp.Spec, exp.Generation, d, r.Clock.Now())
 	exp.Status.ObservedGeneration = exp.Generation
-	if !flushDue(&before.Status, &exp.Status, p) || equality.Semantic.DeepEqual(before.Status, exp.Status) {
+	if !flushDue(&before.Status, &exp.Status, p, changeSoon(&exp.Spec, d, r.Clock.Now())) || equality.Semantic.DeepEqual(before.Status, exp.Status) {
 		return nil // nothing a reader can see changed: no request
 	}
 	for _, e := range d.Events {

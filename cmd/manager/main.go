@@ -76,7 +76,7 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(lazyValues(zap.New(zap.UseFlagOptions(&zapOpts))))
 	if err := setMemoryLimit(o.memoryLimit); err != nil {
 		ctrl.Log.Error(err, "--memory-limit")
 		os.Exit(2)

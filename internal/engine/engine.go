@@ -64,6 +64,14 @@ func (x *decider) wakeAt(t time.Time) {
 	}
 }
 
+// changesAt records when the status is due to change next (Decision.ChangesAt):
+// the earliest such time of this decision.
+func (x *decider) changesAt(t time.Time) {
+	if x.d.ChangesAt.IsZero() || t.Before(x.d.ChangesAt) {
+		x.d.ChangesAt = t
+	}
+}
+
 func (x *decider) wait(what string) {
 	if x.d.Waiting == "" {
 		x.d.Waiting = what

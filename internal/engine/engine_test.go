@@ -439,3 +439,33 @@ func TestAnOverdueJobIsNeverPolledInATightLoop(t *testing.T) {
 		t.Fatalf("phase %s; want Failed after %s overdue", d.Status.Phase, Overdue)
 	}
 }
+
+// While a window's load runs, the decision says when the status changes next
+// (its load ends), so the reconciler can leave samples to that write.
+func TestARunningWindowSaysWhenItEnds(t *testing.T) {
+	w := newWorld(t, seedExperiment())
+	dur, err := w.exp.Spec.Windows.Baseline.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for !w.exp.Status.Phase.IsTerminal() {
+		d := w.step()
+		open := w.exp.Status.Windows
+		if n := len(open); n > 0 && open[n-1].Start != nil && open[n-1].End == nil && open[n-1].Variant == perfv1.VariantBaseline {
+			end := open[n-1].Start.Add(dur)
+			if w.now.Before(end) {
+				if !d.ChangesAt.Equal(end) {
+					t.Fatalf("at %s in a baseline window ending %s: ChangesAt %s", w.now, end, d.ChangesAt)
+				}
+				seen++
+			}
+		}
+		if !w.advance(d) {
+			break
+		}
+	}
+	if seen == 0 {
+		t.Fatal("never saw a running baseline window")
+	}
+}

@@ -113,7 +113,7 @@ func (x *decider) beginStage(stage int32) {
 	x.st.Windows = append(x.st.Windows, perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Concurrency: w.VUs, Variant: perfv1.VariantRounds, Job: name})
 	x.act(Action{Kind: ActionCreateJob, Window: w, JobName: name})
 	x.wakeAt(x.obs.Now.Add(CacheLag))
-	x.wait(fmt.Sprintf("rounds of stage %s: load Job %s starting", stageName(x.spec, stage), name))
+	x.waitForStart(&x.st.Windows[len(x.st.Windows)-1])
 }
 
 // roundsRecord is the stage's rounds record (its continuous load).
@@ -153,7 +153,7 @@ func (x *decider) interleaving() {
 	}
 	if rec.Start == nil {
 		if job.Started == nil {
-			x.wait(fmt.Sprintf("rounds of stage %s: waiting for load Job %s to start", stageName(x.spec, stage), job.Name))
+			x.waitForStart(rec)
 			return
 		}
 		t := metav1Time(*job.Started)
@@ -195,6 +195,7 @@ func (x *decider) interleaving() {
 		next = s.measure
 	}
 	x.wakeAt(next)
+	x.changesAt(next)
 	what := "measuring"
 	if settling {
 		what = "settling"

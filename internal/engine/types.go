@@ -217,6 +217,12 @@ type Decision struct {
 	// RequeueAfter is when to look again if no event arrives first; 0 means only
 	// events wake the experiment.
 	RequeueAfter time.Duration
+	// ChangesAt is when the status is next due to change whatever the samples
+	// say: the open window's load ends, a settle period or an interleaved
+	// slot is over. Zero when nothing is scheduled. The reconciler leaves
+	// samples that would be written alone shortly before it to that change's
+	// write.
+	ChangesAt time.Time
 	// RevertOutcome is set when a failing revert was given up:
 	// perfv1.ReasonPodsRestarted or perfv1.ReasonRevertAbandoned.
 	RevertOutcome string

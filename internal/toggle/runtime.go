@@ -182,6 +182,20 @@ type outcome struct {
 // after one has failed, so fewer pods need the compensating revert.
 func switchAll(ctx context.Context, pods []Pod, sw podSwitch, failFast bool) []outcome {
 	out := make([]outcome, len(pods))
+	if len(pods) == 1 {
+		// One pod (the common target of one replica) is switched on the
+		// caller's goroutine: the same bounded call, one goroutine fewer
+		// while it is open.
+		if err := ctx.Err(); err != nil {
+			out[0].err = &PodError{Pod: pods[0].Name, Err: fmt.Errorf("not sent: %w", err)}
+			return out
+		}
+		out[0].sent = true
+		if err := sw(ctx, pods[0]); err != nil {
+			out[0].err = err
+		}
+		return out
+	}
 	sem := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	var failed atomic.Bool
