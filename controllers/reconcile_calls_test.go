@@ -19,7 +19,7 @@ import (
 	"perfexp.dev/perf-operator/controllers"
 )
 
-// calls counts reads by kind and name ("Deployment/app", "PodList").
+// calls counts reads by kind and name ("v1.Deployment/app", "v1.PodList").
 type calls struct {
 	mu sync.Mutex
 	n  map[string]int
@@ -171,10 +171,10 @@ func TestAReconcileReadsEachObjectOnce(t *testing.T) {
 		fromCache, fromAPI := fromCacheCalls.reset(), uncached.reset()
 		phase := c.experiment("overhead").Status.Phase
 		seen[phase] = true
-		if n := fromAPI["Deployment/app"]; n > 1 {
+		if n := fromAPI[kindOf(&appsv1.Deployment{})+"/app"]; n > 1 {
 			t.Errorf("reconcile %d (%s): the target read %d times from the API server", i, phase, n)
 		}
-		if n := fromCache["Deployment/app"]; n > 1 {
+		if n := fromCache[kindOf(&appsv1.Deployment{})+"/app"]; n > 1 {
 			t.Errorf("reconcile %d (%s): the target read %d times from the cache", i, phase, n)
 		}
 		if n := fromAPI[kindOf(&corev1.PodList{})]; n > 1 {
