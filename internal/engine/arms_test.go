@@ -76,11 +76,11 @@ func TestVariantsAreMeasuredOneAfterTheOtherAgainstOneBaseline(t *testing.T) {
 		{"jvmOption variants roll the pods", gcVariants(),
 			"-1/warmup 0/baseline " +
 				"0/settle/g1 0/treatment/g1 0/settle/g1 0/baseline/g1 0/settle/serial 0/treatment/serial 0/settle/serial 0/baseline/serial 0/settle/parallel 0/treatment/parallel 0/settle/parallel 0/baseline/parallel " +
-				"1/baseline 1/settle/g1 1/treatment/g1 1/settle/g1 1/baseline/g1 1/settle/serial 1/treatment/serial 1/settle/serial 1/baseline/serial 1/settle/parallel 1/treatment/parallel 1/settle/parallel 1/baseline/parallel",
+				"1/settle 1/baseline 1/settle/g1 1/treatment/g1 1/settle/g1 1/baseline/g1 1/settle/serial 1/treatment/serial 1/settle/serial 1/baseline/serial 1/settle/parallel 1/treatment/parallel 1/settle/parallel 1/baseline/parallel",
 			map[string]float64{"g1": 0.10, "serial": -0.05, "parallel": 0}},
 		{"http variants switch at run time", httpVariants(),
 			"-1/warmup 0/baseline 0/settle/low 0/treatment/low 0/settle/low 0/baseline/low 0/settle/high 0/treatment/high 0/settle/high 0/baseline/high " +
-				"1/baseline 1/settle/low 1/treatment/low 1/settle/low 1/baseline/low 1/settle/high 1/treatment/high 1/settle/high 1/baseline/high",
+				"1/settle 1/baseline 1/settle/low 1/treatment/low 1/settle/low 1/baseline/low 1/settle/high 1/treatment/high 1/settle/high 1/baseline/high",
 			map[string]float64{"low": 0.05, "high": 0.20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -104,6 +104,15 @@ func (x *decider) beginStage(stage int32) {
 	x.st.VariantIndex = nil // a stage's variants start again after its first baseline
 	if !x.spec.Interleaved() {
 		x.enter(perfv1.PhaseBaseline, stage)
+		if len(x.spec.Variants) > 0 && stage > 0 && x.plan.settle > 0 {
+			// The last variant's revert settled at the previous stage's
+			// load, before its closing baseline: the new load settles
+			// before this stage's first baseline, as a single toggle's
+			// revert settles at the next stage's load.
+			x.openSettle(stage, true, "")
+			x.baseline()
+			return
+		}
 		x.openWindow(perfv1.VariantBaseline)
 		return
 	}

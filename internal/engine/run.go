@@ -21,6 +21,9 @@ func (x *decider) warmingUp() {
 }
 
 func (x *decider) baseline() {
+	if x.openRecord(perfv1.VariantSettle) != nil && !x.settled() {
+		return // the new stage's load settles before its first baseline
+	}
 	if !x.measure(perfv1.VariantBaseline) {
 		return
 	}
@@ -57,7 +60,7 @@ func (x *decider) switchOn(s int32) {
 	}
 	x.enter(perfv1.PhaseSwitching, s)
 	if x.plan.needsSettle(x.spec) {
-		x.openSettle(s, false)
+		x.openSettle(s, false, x.arm().Name)
 	}
 	x.switching()
 }
@@ -102,9 +105,9 @@ func (x *decider) treatment() {
 	switch {
 	case !x.plan.needsSettle(x.spec):
 	case len(x.spec.Variants) > 0:
-		x.openSettle(s, true)
+		x.openSettle(s, true, x.arm().Name)
 	case s+1 < int32(len(x.spec.Stages)):
-		x.openSettle(s+1, true)
+		x.openSettle(s+1, true, x.arm().Name)
 	}
 	x.reverting()
 }
@@ -172,8 +175,8 @@ func (x *decider) waitForStart(rec *perfv1.WindowStatus) {
 // openSettle records a settle period and starts its load at the stage's rate.
 // For a runtime toggle the settle clock starts now; for one that rolls the pods
 // it starts when the rollout completes.
-func (x *decider) openSettle(stage int32, toggleOff bool) {
-	w := x.plan.settleWindow(x.spec, stage, toggleOff, x.arm().Name)
+func (x *decider) openSettle(stage int32, toggleOff bool, arm string) {
+	w := x.plan.settleWindow(x.spec, stage, toggleOff, arm)
 	name := k6.JobName(x.exp.Name, w)
 	rec := perfv1.WindowStatus{Stage: stage, QPS: w.QPS, Concurrency: w.VUs, Variant: perfv1.VariantSettle, Arm: w.Arm, Job: name}
 	if !x.spec.Switch().RollsPods() {
