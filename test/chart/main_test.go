@@ -24,11 +24,13 @@ import (
 // The Prometheus Operator whose ServiceMonitor and PrometheusRule CRDs the
 // rendered monitoring objects are validated against. Its module zip carries the
 // CRD YAMLs (example/prometheus-operator-crd/); the hash pins the bytes, so a
-// changed upload cannot change what is tested.
+// changed upload cannot change what is tested. It is the version the local
+// cluster's monitoring stack runs (hack/monitoring/go.mod), whose CRDs
+// hack/monitoring.sh installs from the same module.
 const (
 	promOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
-	promOperatorVersion = "v0.85.0"
-	promOperatorSum     = "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s="
+	promOperatorVersion = "v0.94.1"
+	promOperatorSum     = "h1:QEIb2wenPH+SdMN1xMf8l4Pmj00YYXXI6HlbLlQWkww="
 )
 
 // release and namespace are what every render installs as.
