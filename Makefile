@@ -25,7 +25,8 @@ test: tools prometheus verify-generated vet
 ## Maven; the other images come with hack/local.sh up). The JVM death spirals (one
 ## with its heap from a real Prometheus) and GC choice (about 25 minutes) measure
 ## stories the toy app's scenarios already check as mechanisms; they run in make
-## e2e-jvm, so CI stays within its time.
+## e2e-jvm, so CI stays within its time. The monitoring stack's test (minutes of cold
+## builds) runs in make e2e-monitoring.
 e2e:
 	hack/image.sh jvm
 	go test -tags e2e -count=1 -timeout 80m -v -skip 'TestJVMDeathSpiral|TestJVMGCChoice|TestProfilingProtocolThreeStages|TestMonitoringStack' ./test/e2e

@@ -115,8 +115,8 @@ func tool(name, build string) (string, error) {
 }
 
 // promOperatorCRDs fetches the pinned Prometheus Operator module through the Go
-// module proxy (or the module cache) and returns its ServiceMonitor and
-// PrometheusRule CRD files. It runs outside this module, so go.mod and go.sum are
+// module proxy (or the module cache) and returns its ServiceMonitor,
+// PrometheusRule, PodMonitor and Prometheus CRD files. It runs outside this module, so go.mod and go.sum are
 // never touched, and checks the module's hash itself.
 func promOperatorCRDs() ([]string, error) {
 	dir, err := os.MkdirTemp("", "promop")
@@ -144,7 +144,7 @@ func promOperatorCRDs() ([]string, error) {
 		return nil, fmt.Errorf("%s@%s has hash %s, pinned %s", promOperatorModule, promOperatorVersion, mod.Sum, promOperatorSum)
 	}
 	var files []string
-	for _, kind := range []string{"servicemonitors", "prometheusrules"} {
+	for _, kind := range []string{"servicemonitors", "prometheusrules", "podmonitors", "prometheuses"} {
 		f := filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml")
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("the %s CRD is not where %s@%s kept it: %w", kind, promOperatorModule, promOperatorVersion, err)
