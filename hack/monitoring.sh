@@ -13,6 +13,11 @@
 #                               Prometheus is available
 #   hack/monitoring.sh down     delete them again (the CRDs and every monitor with them)
 #
+# It is meant for a throwaway cluster such as the local one: it installs cluster-wide
+# objects (the monitoring.coreos.com CRDs, ClusterRoles prometheus and
+# prometheus-operator, the operator's Service kube-system/kubelet), so do not point
+# it at a cluster that already runs a prometheus-operator.
+#
 # hack/local.sh up runs `up` with MONITORING=1, before it installs the perf-operator
 # chart with its ServiceMonitor and PrometheusRule enabled. The nodes must have the
 # images (hack/cluster.sh up imports bin/images/*.tar, which hack/image.sh monitoring

@@ -110,7 +110,8 @@ func monitoringUp(t *testing.T) {
 // reconciled by a real prometheus-operator, the operator's own metrics read
 // through the Prometheus it manages, the chart's alert rules loaded and evaluated
 // there, and a sample app's PodMonitor giving the JVM heap the operator's default
-// heap query reads.
+// heap query reads (with the CPU and working set of its CPU and memory queries,
+// from the kubelet).
 func TestMonitoringStack(t *testing.T) {
 	monitoringUp(t)
 	cs, err := kubernetes.NewForConfig(restConfig)
@@ -196,21 +197,28 @@ func TestMonitoringStack(t *testing.T) {
 		return false, fmt.Sprintf("no group perf-operator from the chart's PrometheusRule among %d groups", len(data.Groups))
 	})
 
-	// The JVM app's heap through its PodMonitor, labelled as the operator's default
-	// heap query (metrics.source: prometheus) selects it.
+	// The JVM app's heap through its PodMonitor, and its CPU and working set from
+	// the kubelet's resource metrics (the stack's kubelet ServiceMonitor), labelled
+	// as the operator's default queries (metrics.source: prometheus) select them.
 	pods := podsOf(t, ns, jvmApp)
-	q := fmt.Sprintf(`sum by (pod) (jvm_memory_used_bytes{area="heap",namespace=%q,container="app"})`, ns)
-	eventually(t, 3*time.Minute, "the JVM app's heap through its PodMonitor", func() (bool, string) {
-		v, err := prom.query(ctx, q)
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(v) != len(pods) {
-			return false, fmt.Sprintf("%d pods with a heap, want %d", len(v), len(pods))
-		}
-		for _, s := range v {
-			t.Logf("pod %s: heap %s bytes", s.Metric["pod"], s.value())
-		}
-		return true, ""
-	})
+	for _, m := range []struct{ what, q string }{
+		{"heap bytes", `sum by (pod) (jvm_memory_used_bytes{area="heap",namespace=%q,container="app"})`},
+		{"working set bytes", `sum by (pod) (container_memory_working_set_bytes{namespace=%q,container="app"})`},
+		{"CPU cores", `sum by (pod) (rate(container_cpu_usage_seconds_total{namespace=%q,container="app"}[1m]))`},
+	} {
+		q := fmt.Sprintf(m.q, ns)
+		eventually(t, 3*time.Minute, "the JVM app's "+m.what+" through Prometheus", func() (bool, string) {
+			v, err := prom.query(ctx, q)
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(v) != len(pods) {
+				return false, fmt.Sprintf("%s: %d pods, want %d", q, len(v), len(pods))
+			}
+			for _, s := range v {
+				t.Logf("pod %s: %s %s", s.Metric["pod"], m.what, s.value())
+			}
+			return true, ""
+		})
+	}
 }
