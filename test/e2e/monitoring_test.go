@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +15,12 @@ import (
 	"testing"
 	"time"
 
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"perfexp.dev/perf-operator/internal/metrics"
 	"perfexp.dev/perf-operator/internal/testenv"
 )
 
@@ -109,9 +114,8 @@ func monitoringUp(t *testing.T) {
 // Issue 15's monitoring story: the chart's ServiceMonitor and PrometheusRule
 // reconciled by a real prometheus-operator, the operator's own metrics read
 // through the Prometheus it manages, the chart's alert rules loaded and evaluated
-// there, and a sample app's PodMonitor giving the JVM heap the operator's default
-// heap query reads (with the CPU and working set of its CPU and memory queries,
-// from the kubelet).
+// there, and the operator's Prometheus provider sampling a JVM app's CPU, working
+// set (the kubelet's) and heap (its PodMonitor's) there with its default queries.
 func TestMonitoringStack(t *testing.T) {
 	monitoringUp(t)
 	cs, err := kubernetes.NewForConfig(restConfig)
@@ -198,27 +202,54 @@ func TestMonitoringStack(t *testing.T) {
 	})
 
 	// The JVM app's heap through its PodMonitor, and its CPU and working set from
-	// the kubelet's resource metrics (the stack's kubelet ServiceMonitor), labelled
-	// as the operator's default queries (metrics.source: prometheus) select them.
+	// the kubelet's resource metrics (the stack's kubelet ServiceMonitor), sampled
+	// by the operator's own Prometheus provider with its default queries, as an
+	// experiment with metrics.source: prometheus would sample them.
 	pods := podsOf(t, ns, jvmApp)
-	for _, m := range []struct{ what, q string }{
-		{"heap bytes", `sum by (pod) (jvm_memory_used_bytes{area="heap",namespace=%q,container="app"})`},
-		{"working set bytes", `sum by (pod) (container_memory_working_set_bytes{namespace=%q,container="app"})`},
-		{"CPU cores", `sum by (pod) (rate(container_cpu_usage_seconds_total{namespace=%q,container="app"}[1m]))`},
-	} {
-		q := fmt.Sprintf(m.q, ns)
-		eventually(t, 3*time.Minute, "the JVM app's "+m.what+" through Prometheus", func() (bool, string) {
-			v, err := prom.query(ctx, q)
-			if err != nil {
-				return false, err.Error()
-			}
-			if len(v) != len(pods) {
-				return false, fmt.Sprintf("%s: %d pods, want %d", q, len(v), len(pods))
-			}
-			for _, s := range v {
-				t.Logf("pod %s: %s %s", s.Metric["pod"], m.what, s.value())
-			}
-			return true, ""
-		})
+	target := metrics.Target{Namespace: ns, PodSelector: "app=" + jvmApp.name, Container: "app"}
+	for _, p := range pods {
+		target.Pods = append(target.Pods, p.Name)
 	}
+	rt, err := rest.TransportFor(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := promapi.NewClient(promapi.Config{
+		Address:      restConfig.Host + "/api/v1/namespaces/monitoring/services/prometheus-operated:web/proxy",
+		RoundTripper: rt,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := metrics.NewPrometheus(promv1.NewAPI(api), metrics.DefaultQueries(), metrics.WithInterval(10*time.Second))
+	eventually(t, 3*time.Minute, "the JVM app's CPU, working set and heap through Prometheus", func() (bool, string) {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		samples, err := provider.Sample(sctx, target)
+		cancel()
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(samples) != len(pods) {
+			return false, fmt.Sprintf("samples of %d pods, want %d", len(samples), len(pods))
+		}
+		var missing []string
+		for _, s := range samples {
+			for _, v := range []struct {
+				name  string
+				value float64
+			}{{"CPU", s.CPUCores}, {"working set", s.WorkingSetBytes}, {"heap", s.HeapBytes}} {
+				if math.IsNaN(v.value) || v.value < 0 {
+					missing = append(missing, s.Pod+" "+v.name)
+				}
+			}
+		}
+		if len(missing) > 0 {
+			// Only what is missing: the values change at every poll.
+			return false, "no " + strings.Join(missing, ", ")
+		}
+		for _, s := range samples {
+			t.Logf("pod %s: CPU %.4f cores, working set %.1f MiB, heap %.1f MiB", s.Pod, s.CPUCores, s.WorkingSetBytes/(1<<20), s.HeapBytes/(1<<20))
+		}
+		return true, ""
+	})
 }
