@@ -19,7 +19,9 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/metrics"
 	"perfexp.dev/perf-operator/internal/testenv"
 )
@@ -131,14 +133,7 @@ func TestMonitoringStack(t *testing.T) {
 	// the kubelet's next sync of its Secret volume, up to a minute or two later.
 	ns := "e2e-monitoring"
 	deploy(t, ns, jvmApp)
-	for _, u := range localDocs(t, filepath.Join("monitoring", "podmonitors.yaml"), ns) {
-		if u.GetName() != jvmApp.name {
-			continue
-		}
-		if err := k8s.Create(ctx, u); err != nil {
-			t.Fatalf("creating PodMonitor %s: %v", u.GetName(), err)
-		}
-	}
+	createPodMonitor(t, ns, jvmApp)
 
 	// The operator's metrics, scraped over HTTPS with the Prometheus' token (a
 	// TokenReview and a SubjectAccessReview on the manager's side) as the chart's
@@ -204,9 +199,34 @@ func TestMonitoringStack(t *testing.T) {
 	// The JVM app's heap through its PodMonitor, and its CPU and working set from
 	// the kubelet's resource metrics (the stack's kubelet ServiceMonitor), sampled
 	// by the operator's own Prometheus provider with its default queries, as an
-	// experiment with metrics.source: prometheus would sample them.
-	pods := podsOf(t, ns, jvmApp)
-	target := metrics.Target{Namespace: ns, PodSelector: "app=" + jvmApp.name, Container: "app"}
+	// experiment with metrics.source: prometheus samples them.
+	sampledThroughPrometheus(t, ns, jvmApp)
+}
+
+// createPodMonitor creates a sample app's PodMonitor from
+// examples/local/monitoring/podmonitors.yaml in ns.
+func createPodMonitor(t *testing.T, ns string, a app) {
+	t.Helper()
+	for _, u := range localDocs(t, filepath.Join("monitoring", "podmonitors.yaml"), ns) {
+		if u.GetName() != a.name {
+			continue
+		}
+		if err := k8s.Create(t.Context(), u); err != nil {
+			t.Fatalf("creating PodMonitor %s: %v", u.GetName(), err)
+		}
+		return
+	}
+	t.Fatalf("no PodMonitor %s in examples/local/monitoring/podmonitors.yaml", a.name)
+}
+
+// sampledThroughPrometheus waits until the operator's Prometheus provider, with its
+// default queries, samples CPU, working set and heap of every pod of the app's
+// container "app" from the monitoring stack's Prometheus (through the API
+// server's service proxy), and logs the values.
+func sampledThroughPrometheus(t *testing.T, ns string, a app) {
+	t.Helper()
+	pods := podsOf(t, ns, a)
+	target := metrics.Target{Namespace: ns, PodSelector: "app=" + a.name, Container: "app"}
 	for _, p := range pods {
 		target.Pods = append(target.Pods, p.Name)
 	}
@@ -222,9 +242,9 @@ func TestMonitoringStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	provider := metrics.NewPrometheus(promv1.NewAPI(api), metrics.DefaultQueries(), metrics.WithInterval(10*time.Second))
-	eventually(t, 3*time.Minute, "the JVM app's CPU, working set and heap through Prometheus", func() (bool, string) {
-		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		samples, err := provider.Sample(sctx, target)
+	eventually(t, 3*time.Minute, a.name+"'s CPU, working set and heap through Prometheus", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		samples, err := provider.Sample(ctx, target)
 		cancel()
 		if err != nil {
 			return false, err.Error()
@@ -252,4 +272,50 @@ func TestMonitoringStack(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// An experiment measured through the monitoring stack's Prometheus at the URL the
+// README names, prometheus-operated.monitoring:9090, which the operator's pod
+// resolves through the cluster's DNS: the toy app's profiling switch at one
+// stage, with windows long enough for the one-minute range of the CPU query's
+// rate (a sample counts only once that range lies inside its window).
+func TestMonitoringStackExperiment(t *testing.T) {
+	monitoringUp(t)
+	ns := "e2e-monitoring-exp"
+	deploy(t, ns, toy)
+	createPodMonitor(t, ns, toy)
+	sampledThroughPrometheus(t, ns, toy)
+	before := templateJSON(t, ns, toy)
+	exp := experiment(t, "profiling-overhead.yaml", ns, func(e *perfv1.PerfExperiment) {
+		short(50)(e)
+		e.Spec.Windows = perfv1.WindowsSpec{Baseline: "150s", Treatment: "150s", Settle: "20s"}
+		e.Spec.Metrics.Source = perfv1.MetricsSourcePrometheus
+		e.Spec.Metrics.Prometheus = &perfv1.PrometheusSpec{URL: "http://prometheus-operated.monitoring:9090"}
+	})
+	if err := createExperiment(t, exp); err != nil {
+		t.Fatal(err)
+	}
+	done := runUntil(t, client.ObjectKeyFromObject(exp), 12*time.Minute, "the run to end", terminal)
+	if done.Status.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s: %+v", done.Status.Phase, done.Status.Abort)
+	}
+	if done.Status.MetricsSource != perfv1.MetricsSourcePrometheus {
+		t.Errorf("metrics source %q, want prometheus", done.Status.MetricsSource)
+	}
+	for _, w := range done.Status.Windows {
+		if (w.Variant == perfv1.VariantBaseline || w.Variant == perfv1.VariantTreatment) && (w.Valid == nil || !*w.Valid) {
+			t.Errorf("window %s of stage %d not valid: %v", w.Variant, w.Stage, w.Invalid)
+		}
+	}
+	if len(done.Status.Summary) != 1 || done.Status.Summary[0].CPU == nil || done.Status.Summary[0].Memory == nil {
+		t.Fatalf("summary %+v", done.Status.Summary)
+	}
+	row := done.Status.Summary[0]
+	t.Logf("through Prometheus: CPU %.3f → %.3f cores (%+.1f%% [%+.1f, %+.1f]), memory %+.1f%%",
+		row.CPU.Baseline, row.CPU.Treatment, 100*row.CPU.Overhead, 100*row.CPU.CILow, 100*row.CPU.CIHigh, 100*row.Memory.Overhead)
+	if row.CPU.Overhead <= 0 {
+		t.Errorf("the +20 %% profiling switch measured %+.1f%% CPU through Prometheus", 100*row.CPU.Overhead)
+	}
+	assertTargetRestored(t, ns, toy, before)
+	assertNoJobs(t, ns)
 }
