@@ -41,7 +41,7 @@ e2e-jvm:
 ## modules (MONITORING=1 hack/local.sh up) reconcile the chart's ServiceMonitor and
 ## PrometheusRule and the JVM app's PodMonitor; the tests read the operator's metrics
 ## and the JVM heap through that Prometheus, check the chart's rules are loaded, and
-## run an experiment measured through it (about 12 minutes once built).
+## run an experiment measured through it (about 11 minutes once built).
 e2e-monitoring:
 	hack/image.sh jvm
 	go test -tags e2e -count=1 -timeout 40m -v -run 'TestMonitoringStack' ./test/e2e
