@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash -o pipefail
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all quickstart test bench-design bench-scale e2e e2e-jvm e2e-stories soak bench-guardrail cluster-up cluster-down tools prometheus generate verify-generated vet build images
+.PHONY: all quickstart test bench-design bench-scale e2e e2e-jvm e2e-stories e2e-monitoring soak bench-guardrail cluster-up cluster-down tools prometheus generate verify-generated vet build images
 
 all: build
 
@@ -25,15 +25,26 @@ test: tools prometheus verify-generated vet
 ## Maven; the other images come with hack/local.sh up). The JVM death spirals (one
 ## with its heap from a real Prometheus) and GC choice (about 25 minutes) measure
 ## stories the toy app's scenarios already check as mechanisms; they run in make
-## e2e-jvm, so CI stays within its time.
+## e2e-jvm, so CI stays within its time. The monitoring stack's test (minutes of cold
+## builds) runs in make e2e-monitoring.
 e2e:
 	hack/image.sh jvm
-	go test -tags e2e -count=1 -timeout 80m -v -skip 'TestJVMDeathSpiral|TestJVMGCChoice|TestProfilingProtocolThreeStages' ./test/e2e
+	go test -tags e2e -count=1 -timeout 80m -v -skip 'TestJVMDeathSpiral|TestJVMGCChoice|TestProfilingProtocolThreeStages|TestMonitoringStack' ./test/e2e
 
 ## e2e-jvm: only the JVM examples (examples/local/jvm*.yaml) of the e2e suite.
 e2e-jvm:
 	hack/image.sh jvm
 	go test -tags e2e -count=1 -timeout 60m -v -run JVM ./test/e2e
+
+## e2e-monitoring: the monitoring stack the chart targets, for real (not in CI: its
+## first build takes minutes): prometheus-operator and Prometheus built from their Go
+## modules (MONITORING=1 hack/local.sh up) reconcile the chart's ServiceMonitor and
+## PrometheusRule and the JVM app's PodMonitor; the tests read the operator's metrics
+## and the JVM heap through that Prometheus, check the chart's rules are loaded, and
+## run an experiment measured through it (about 11 minutes once built).
+e2e-monitoring:
+	hack/image.sh jvm
+	go test -tags e2e -count=1 -timeout 40m -v -run 'TestMonitoringStack' ./test/e2e
 
 ## e2e-stories: the field stories' long statistical runs on the toy app, not in CI:
 ## story 3's three-stage protocol with its verdict and Passed gate (about 25 minutes).

@@ -11,9 +11,15 @@
 #   hack/image.sh jvm       bin/images/jvm.tar      perfexp.dev/jvmapp:dev (examples/apps/jvm on
 #                           a Debian root with OpenJDK 17, hack/jvm-rootfs.sh; needs root;
 #                           installs debootstrap and Maven when missing)
+#   hack/image.sh monitoring  bin/images/prometheus-operator.tar, prometheus-config-reloader.tar
+#                           and prometheus.tar: perfexp.dev/prometheus-operator:<version>,
+#                           perfexp.dev/prometheus-config-reloader:<version> and
+#                           perfexp.dev/prometheus:<version> (hack/monitoring's pins, built by
+#                           hack/tools.sh monitoring), for the opt-in monitoring stack
 #   hack/image.sh all       every image above but jvm (which needs Debian's mirror
 #                           and Maven Central; make e2e-jvm and the quick start of a
-#                           JVM example build it)
+#                           JVM example build it) and monitoring (hack/local.sh builds it
+#                           with MONITORING=1)
 #
 # FORMAT=oci writes OCI layout archives (named by the io.containerd.image.name
 # annotation) instead of docker-archives. The same sources give the same bytes.
@@ -81,8 +87,23 @@ jvm() {
     "${WORK}/jvmapp.jar=/app/jvmapp.jar"
 }
 
+# monitoring: each binary of the monitoring stack in its own image, where its
+# upstream image has it (prometheus-operator sets the config reloader's command to
+# /bin/prometheus-config-reloader and runs Prometheus by the image's entrypoint), as
+# upstream's user nobody. hack/monitoring.sh names the same references.
+monitoring() {
+  "${ROOT}/hack/tools.sh" monitoring
+  local ref
+  for ref in $("${ROOT}/hack/monitoring.sh" images); do
+    local name="${ref#perfexp.dev/}"; name="${name%%:*}"
+    local bin="${name}"; [[ "${name}" == prometheus-operator ]] && bin=operator
+    cp "${BIN}/${name}" "${WORK}/${name}"
+    image "${name}" "${ref}" -entrypoint "/bin/${bin}" -user 65534:65534 "${WORK}/${name}=/bin/${bin}"
+  done
+}
+
 if [[ $# -eq 0 ]]; then
-  sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 "${ROOT}/hack/tools.sh" image
@@ -94,7 +115,8 @@ for target in "$@"; do
     k6) k6 ;;
     pause) pause ;;
     jvm) jvm ;;
+    monitoring) monitoring ;;
     all) toy; manager; pause; k6 ;;
-    *) echo "image.sh: unknown image ${target}: want toy, manager, k6, pause, jvm or all" >&2; exit 2 ;;
+    *) echo "image.sh: unknown image ${target}: want toy, manager, k6, pause, jvm, monitoring or all" >&2; exit 2 ;;
   esac
 done

@@ -10,6 +10,12 @@
 #   hack/local.sh down  stop the local cluster (the operator goes with it); with
 #                       KUBECONFIG, uninstall the operator from that cluster instead
 #
+# MONITORING=1 (opt-in: its first build takes several minutes) adds the monitoring
+# stack the chart targets: prometheus-operator and a Prometheus built from their Go
+# modules (hack/monitoring.sh), installed before the operator, whose chart then gets
+# its ServiceMonitor and PrometheusRule (`release: kube-prometheus-stack`, which that
+# Prometheus selects). Prometheus answers at prometheus-operated.monitoring:9090.
+#
 # With KUBECONFIG set, that cluster is used and no local one is started. Its nodes
 # must already have the images bin/images/*.tar holds (for kind: `kind load
 # image-archive`), or IMAGE_REPOSITORY/IMAGE_TAG must name an operator image it can pull.
@@ -29,7 +35,10 @@ target() { if [[ -n "${KUBECONFIG:-}" && "${KUBECONFIG}" != "${LOCAL_KUBECONFIG}
 # images builds every image archive (hack/image.sh builds ociimage and k6 itself).
 images() {
   hack/image.sh all
+  if monitoring; then hack/image.sh monitoring; fi
 }
+
+monitoring() { [[ "${MONITORING:-}" == 1 ]]; }
 
 install() {
   hack/tools.sh helm
@@ -41,6 +50,12 @@ install() {
     # The JVM examples flip JFR with jcmd through an exec toggle; a throwaway
     # local cluster can grant pods/exec. Elsewhere it stays the chart's opt-in.
     args+=(--set toggles.exec.enabled=true)
+  fi
+  if monitoring; then
+    # Scraped every 10 s (the local Prometheus' interval), so a test sees the
+    # operator's series within seconds.
+    args+=(--set monitoring.serviceMonitor.enabled=true --set monitoring.serviceMonitor.interval=10s
+      --set monitoring.prometheusRule.enabled=true)
   fi
   [[ -n "${IMAGE_REPOSITORY:-}" ]] && args+=(--set "image.repository=${IMAGE_REPOSITORY}")
   [[ -n "${IMAGE_TAG:-}" ]] && args+=(--set "image.tag=${IMAGE_TAG}")
@@ -65,6 +80,7 @@ up() {
   else
     log "using the cluster of KUBECONFIG=${KUBECONFIG}"
   fi
+  if monitoring; then hack/monitoring.sh up; fi
   install
 }
 
@@ -72,6 +88,7 @@ down() {
   cd "${ROOT}"
   if [[ "$(target)" == external ]]; then
     "${BIN}/helm" uninstall "${RELEASE}" --namespace "${NAMESPACE}" --wait || true
+    if monitoring; then hack/monitoring.sh down; fi
     return 0
   fi
   # Everything, operator included, goes with the local cluster (pods first).

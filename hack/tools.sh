@@ -10,7 +10,10 @@
 #   hack/tools.sh metrics-server  metrics-server (kubectl top) for hack/cluster.sh
 #   hack/tools.sh coredns         cluster DNS with only the plugins hack/cluster.sh uses
 #   hack/tools.sh cluster         kube, metrics-server and coredns: what hack/cluster.sh runs
-#   hack/tools.sh all             every tool above
+#   hack/tools.sh monitoring      prometheus-operator, prometheus-config-reloader and
+#                                 prometheus, for the local cluster's opt-in monitoring
+#                                 stack (hack/local.sh with MONITORING=1); not in `all`
+#   hack/tools.sh all             every tool above but monitoring
 #
 # Nothing is downloaded but Go modules: this project is built where no binary
 # release can be fetched. Each tool is rebuilt only when its inputs change (the
@@ -30,17 +33,17 @@ stamp() {
   { go version; echo "$*"; cd "${dir}" && find . -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1
 }
 
-# build NAME MODULE_DIR PACKAGE OUTPUT [LDFLAGS]: go build unless the stamp matches.
+# build NAME MODULE_DIR PACKAGE OUTPUT [LDFLAGS [TAGS]]: go build unless the stamp matches.
 build() {
-  local name="$1" dir="$2" pkg="$3" out="$4" ldflags="${5:-}"
-  local want; want="$(stamp "${dir}" "${pkg}" "${ldflags}")"
+  local name="$1" dir="$2" pkg="$3" out="$4" ldflags="${5:-}" tags="${6:-}"
+  local want; want="$(stamp "${dir}" "${pkg}" "${ldflags}" "${tags}")"
   local stampfile="${BIN}/.${name}.stamp"
   if [[ -x "${out}" && -f "${stampfile}" && "$(cat "${stampfile}")" == "${want}" ]]; then
     return 0
   fi
   echo "tools: building ${name} (cold builds take minutes; cached in bin/ afterwards)" >&2
   local start=${SECONDS}
-  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}")
+  (cd "${dir}" && CGO_ENABLED=0 go build -trimpath -tags "${tags}" -ldflags "${ldflags}" -o "${out}.tmp" "${pkg}")
   mv -f "${out}.tmp" "${out}"
   echo "${want}" > "${stampfile}"
   echo "tools: built ${name} in $((SECONDS - start))s" >&2
@@ -98,6 +101,69 @@ coredns() {
   build coredns "${ROOT}/hack/coredns" . "${BIN}/coredns" "-s -w"
 }
 
+# monitoring builds the local cluster's monitoring stack: prometheus-operator and its
+# config reloader from hack/monitoring/go.mod, and the Prometheus its compatibility
+# matrix defaults to from hack/prometheus/go.mod (a module of its own: the operator
+# requires newer versions of some of Prometheus' dependencies than Prometheus builds
+# with). Each is stamped with its module version as its release is, so `--version`
+# and the build_info metrics name what is pinned. Prometheus keeps only Kubernetes
+# service discovery (the only one prometheus-operator's configuration uses; upstream's
+# remove_all_sd build tags), which leaves the cloud providers' SDKs out of its build.
+#
+# prometheus-operator's client module (.../pkg/client) is not served by the Go module
+# proxy for the pinned version, so it is generated first, into hack/monitoring/client/
+# (git-ignored but for its go.mod), from the served API module with Kubernetes' code
+# generators and upstream's header and arguments (its `make k8s-client-gen`).
+monitoring() {
+  local dir="${ROOT}/hack/monitoring" pdir="${ROOT}/hack/prometheus"
+  local op="github.com/prometheus-operator/prometheus-operator" prom="github.com/prometheus/prometheus"
+  local opv promv
+  opv="$(cd "${dir}" && go list -m -f '{{.Version}}' "${op}")"
+  promv="$(cd "${pdir}" && go list -m -f '{{.Version}}' "${prom}")"
+  monitoring_client "${dir}" "${op}"
+  local v="github.com/prometheus/common/version"
+  local stampflags="-X ${v}.Branch=HEAD -X ${v}.BuildUser=perf-operator -X ${v}.BuildDate=19700101-00:00:00"
+  build prometheus-operator "${dir}" "${op}/cmd/operator" "${BIN}/prometheus-operator" \
+    "-s -w -X ${v}.Version=${opv#v} ${stampflags}"
+  build prometheus-config-reloader "${dir}" "${op}/cmd/prometheus-config-reloader" "${BIN}/prometheus-config-reloader" \
+    "-s -w -X ${v}.Version=${opv#v} ${stampflags}"
+  # Prometheus 3.x is released as module v0.3MM.P: v0.314.0 is v3.14.0.
+  local pv="${promv#v0.}"; pv="3.$((10#${pv%%.*} - 300)).${pv#*.}"
+  build prometheus "${pdir}" "${prom}/cmd/prometheus" "${BIN}/prometheus" \
+    "-s -w -X ${v}.Version=${pv} ${stampflags}" "remove_all_sd,enable_kubernetes_sd"
+}
+
+# monitoring_client DIR MODULE generates DIR/client unless its stamp (the modules'
+# go.mod and go.sum and the Go version) matches.
+monitoring_client() {
+  local dir="$1" op="$2"
+  local want; want="$({ go version; cat "${dir}/go.mod" "${dir}/go.sum" "${dir}/client/go.mod"; } | sha256sum | cut -d' ' -f1)"
+  local stampfile="${BIN}/.monitoring-client.stamp"
+  if [[ -f "${stampfile}" && "$(cat "${stampfile}")" == "${want}" && -d "${dir}/client/versioned" ]]; then
+    return 0
+  fi
+  echo "tools: generating prometheus-operator's client module" >&2
+  local start=${SECONDS}
+  local apis=("${op}/pkg/apis/monitoring/v1" "${op}/pkg/apis/monitoring/v1alpha1" "${op}/pkg/apis/monitoring/v1beta1")
+  local c="${op}/pkg/client"
+  (
+    cd "${dir}"
+    rm -rf client/versioned client/informers client/listers client/applyconfiguration
+    local hdr; hdr="$(go list -m -f '{{.Dir}}' "${op}")/.header"
+    local args=(--go-header-file "${hdr}")
+    go tool applyconfiguration-gen "${args[@]}" --output-pkg "${c}/applyconfiguration" \
+      --output-dir client/applyconfiguration "${apis[@]}"
+    go tool client-gen "${args[@]}" --apply-configuration-package "${c}/applyconfiguration" \
+      --input-base "${op}/pkg/apis" --clientset-name versioned --output-pkg "${c}" --output-dir client \
+      --input monitoring/v1 --input monitoring/v1beta1 --input monitoring/v1alpha1
+    go tool lister-gen "${args[@]}" --output-pkg "${c}/listers" --output-dir client/listers "${apis[@]}"
+    go tool informer-gen "${args[@]}" --versioned-clientset-package "${c}/versioned" \
+      --listers-package "${c}/listers" --output-pkg "${c}/informers" --output-dir client/informers "${apis[@]}"
+  )
+  echo "${want}" > "${stampfile}"
+  echo "tools: generated it in $((SECONDS - start))s" >&2
+}
+
 case "${1:-all}" in
   kube) kube ;;
   controller-gen) controller_gen ;;
@@ -107,6 +173,7 @@ case "${1:-all}" in
   metrics-server) metrics_server ;;
   coredns) coredns ;;
   cluster) kube; metrics_server; coredns ;;
+  monitoring) monitoring ;;
   all) controller_gen; image; k6; helm; kube; metrics_server; coredns ;;
-  *) echo "usage: $0 kube|controller-gen|k6|image|helm|metrics-server|coredns|cluster|all" >&2; exit 2 ;;
+  *) echo "usage: $0 kube|controller-gen|k6|image|helm|metrics-server|coredns|cluster|monitoring|all" >&2; exit 2 ;;
 esac

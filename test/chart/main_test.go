@@ -24,11 +24,13 @@ import (
 // The Prometheus Operator whose ServiceMonitor and PrometheusRule CRDs the
 // rendered monitoring objects are validated against. Its module zip carries the
 // CRD YAMLs (example/prometheus-operator-crd/); the hash pins the bytes, so a
-// changed upload cannot change what is tested.
+// changed upload cannot change what is tested. It is the version the local
+// cluster's monitoring stack runs (hack/monitoring/go.mod), whose CRDs
+// hack/monitoring.sh installs from the same module.
 const (
 	promOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
-	promOperatorVersion = "v0.85.0"
-	promOperatorSum     = "h1:M5xLCLEoaW2IJfnuCwFzzpL+jSVQu3KGT84Pye+fW8s="
+	promOperatorVersion = "v0.94.1"
+	promOperatorSum     = "h1:QEIb2wenPH+SdMN1xMf8l4Pmj00YYXXI6HlbLlQWkww="
 )
 
 // release and namespace are what every render installs as.
@@ -113,8 +115,8 @@ func tool(name, build string) (string, error) {
 }
 
 // promOperatorCRDs fetches the pinned Prometheus Operator module through the Go
-// module proxy (or the module cache) and returns its ServiceMonitor and
-// PrometheusRule CRD files. It runs outside this module, so go.mod and go.sum are
+// module proxy (or the module cache) and returns its ServiceMonitor,
+// PrometheusRule, PodMonitor and Prometheus CRD files. It runs outside this module, so go.mod and go.sum are
 // never touched, and checks the module's hash itself.
 func promOperatorCRDs() ([]string, error) {
 	dir, err := os.MkdirTemp("", "promop")
@@ -142,7 +144,7 @@ func promOperatorCRDs() ([]string, error) {
 		return nil, fmt.Errorf("%s@%s has hash %s, pinned %s", promOperatorModule, promOperatorVersion, mod.Sum, promOperatorSum)
 	}
 	var files []string
-	for _, kind := range []string{"servicemonitors", "prometheusrules"} {
+	for _, kind := range []string{"servicemonitors", "prometheusrules", "podmonitors", "prometheuses"} {
 		f := filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml")
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("the %s CRD is not where %s@%s kept it: %w", kind, promOperatorModule, promOperatorVersion, err)

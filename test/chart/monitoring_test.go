@@ -368,3 +368,36 @@ func TestDashboard(t *testing.T) {
 		t.Error("the dashboard ConfigMap does not carry dashboards/perf-experiment.json as it is")
 	}
 }
+
+// The local cluster's monitoring stack (hack/monitoring/stack.yaml, filled in as
+// hack/monitoring.sh does) and the sample apps' PodMonitors are accepted by the
+// apiserver with the pinned prometheus-operator's CRDs and strict field
+// validation, so a mistake in them shows in make test, not only in make
+// e2e-monitoring.
+func TestLocalMonitoringManifestsPassServerSideDryRun(t *testing.T) {
+	root := testenv.RepoRoot()
+	b, err := os.ReadFile(filepath.Join(root, "hack", "monitoring", "stack.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack := strings.NewReplacer(
+		"@OPERATOR_IMAGE@", "perfexp.dev/prometheus-operator:"+promOperatorVersion,
+		"@RELOADER_IMAGE@", "perfexp.dev/prometheus-config-reloader:"+promOperatorVersion,
+		"@PROMETHEUS_IMAGE@", "perfexp.dev/prometheus:v3.14.0",
+		"@PROMETHEUS_VERSION@", "v3.14.0",
+	).Replace(string(b))
+	if left := regexp.MustCompile(`@[A-Z_]+@`).FindString(stack); left != "" {
+		t.Fatalf("hack/monitoring/stack.yaml has a placeholder hack/monitoring.sh does not fill: %s", left)
+	}
+	monitors, err := os.ReadFile(filepath.Join(root, "examples", "local", "monitoring", "podmonitors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := append(decode(t, stack), decode(t, string(monitors))...)
+	dryRun(t, objs)
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	t.Logf("%d objects dry-run: %v", len(objs), kinds)
+}
