@@ -30,8 +30,10 @@ import "math"
 //     every four samples) must rise: Theil–Sen and Mann–Kendall over the last
 //     6, 9, 12 … floors, and from each third of them to the next by more than the
 //     sampling phase can explain — which no healthy floor and no one-off step
-//     can do. It catches slow leaks, leaks retained only at GC (the teeth keep
-//     their slope), and pods with too little history for the jump.
+//     can do — and after the biggest rise one cache fill can make, the floors
+//     must go on rising: a fill rises once, a leak keeps rising. It catches
+//     slow leaks, leaks retained only at GC (the teeth keep their slope), and
+//     pods with too little history for the jump.
 //
 // Each pod is judged on its own history, so one leaking pod of many is found as
 // fast as a single one.
@@ -60,6 +62,10 @@ const (
 	// cache filled over a GC or two rises in one or two jumps, which with the
 	// sampling phase's scatter around them can pass the other tests.
 	maxJumpShare = 0.4
+	// minAfterFill: the floors after a window's biggest fill are judged
+	// (risesAfterFill) when there are four of them or more; fewer are too
+	// few for a slope against the sampling phase's scatter.
+	minAfterFill = 4
 	// pLevel is the one-sided Mann–Kendall significance level.
 	pLevel = 0.01
 	// spikeRise: a step more than twice the typical rise (plus 5 % of the level)
@@ -313,10 +319,12 @@ func (w *workspace) reference(lo, hi int) (r reference) {
 // that, and a one-off step moves only one of the two differences. This catches
 // leaks that do not steepen the teeth, within about six GC cycles when each
 // cycle retains more than the phase width. Both halves of the window must rise
-// on their own, and no single jump may make most of the rise (maxJumpShare).
+// on their own, no single jump may make most of the rise (maxJumpShare), and
+// the floors after the biggest rise a cache fill can make must go on rising
+// (risesAfterFill).
 func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, float64) {
 	ft, fy, lead := w.floors(sawtooth, spacing)
-	margin := math.NaN()
+	margin, fill := math.NaN(), 0
 	for k := minFloors; k <= len(fy); k += 3 {
 		if k+3 > len(fy) {
 			k = len(fy) // the last window takes every floor
@@ -327,9 +335,10 @@ func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, 
 		}
 		if math.IsNaN(margin) { // computed once, and only when needed
 			margin = w.floorMargin(sawtooth, spacing, lead)
+			fill = fillFloors(ft, w.d)
 		}
 		wt, wy := ft[len(ft)-k:], fy[len(fy)-k:]
-		if rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0]) {
+		if rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0]) && w.risesAfterFill(wt, wy, fill, slope, margin) {
 			return true, slope
 		}
 	}
@@ -418,4 +427,45 @@ func (w *workspace) floors(sawtooth bool, spacing float64) ([]float64, []float64
 	}
 	w.ft, w.fy = ft, fy
 	return ft, fy, lead
+}
+
+// fillFloors is how many floors a cache fill can be part-way up: the GCs
+// within fillRamp seconds, ⌈fillRamp/P⌉ for the floors' median period P.
+func fillFloors(ft, buf []float64) int {
+	d := buf[:0]
+	for i := 1; i < len(ft); i++ {
+		d = append(d, ft[i]-ft[i-1])
+	}
+	return max(1, int(math.Ceil(fillRamp/median(d))))
+}
+
+// risesAfterFill reports whether the floors after the window's biggest fill
+// go on rising at about the trend's slope. A cache filled over up to fillRamp
+// seconds is a step spread over the GCs during its ramp: up to fill =
+// ⌈fillRamp/P⌉ floors (P the floors' period) sit part-way up it, so it rises
+// over fill+1 consecutive floors and then stays. When a part-way floor is the
+// middle one of an odd window it is in both halves, each half rises by part
+// of the step, and with the sampling phase drifting up in one of them both
+// can clear the margin, while no single rise is big enough for maxJumpShare
+// (a 1.5 GB fill over 35 s at GC every 90 s ± 10 %, 0.3 % noise,
+// test/bench/guardrail, was aborted so). A leak keeps rising after any of
+// its spans: the floors after the biggest rise over fill+1 floors (when at
+// least minAfterFill of them follow it) must rise, by their Theil–Sen slope
+// over their span, to within the margin of what the trend's slope makes of
+// that span. After a fill they stay flat, short of it by the fill's share of
+// the trend.
+func (w *workspace) risesAfterFill(ft, fy []float64, fill int, slope, margin float64) bool {
+	m := fill + 1
+	best, at := math.Inf(-1), -1
+	for i := 0; i+m < len(fy); i++ {
+		if r := fy[i+m] - fy[i]; r > best {
+			best, at = r, i+m
+		}
+	}
+	if at < 0 || len(fy)-at < minAfterFill {
+		return true
+	}
+	s, _ := theilSen(ft[at:], fy[at:], nil, w.a)
+	span := ft[len(ft)-1] - ft[at]
+	return s*span > slope*span-margin
 }

@@ -16,7 +16,7 @@ import "math"
 // floors gives the test the power the evidence has: a few hundred MB above a
 // tight band trips it, a wide band needs more.
 //
-// Three things must hold, each against a different healthy pattern:
+// All of these must hold, each against a different healthy pattern:
 //   - the newest floor is above the band of the reference floors (all but the
 //     newest two cycles) by more than the extra allocation of the newest teeth
 //     over one sampling interval, plus jumpSigmas noise standard deviations.
@@ -36,7 +36,22 @@ import "math"
 //   - the band's top is at least the highest of the newest reference floors:
 //     after a step or a fill inside the reference, the floor sits at its new
 //     level, which the band of all the floors (and its physical bound) puts
-//     lower.
+//     lower;
+//   - the newest floor is above the previous cycle's floor by at least what
+//     the extra slope's lower bound (extra − allowSigmas teeth σ) retains
+//     between them, less the sampling phase's width (the two first samples
+//     sit at different points of their cycles' first interval) and
+//     jumpSigmas σ of the two floors' noise. A leak lifts every floor by what
+//     it retained since the one before; a step of the live set at the GC
+//     before the previous cycle lifts the previous floor as much as the
+//     newest, and between the two the floor stays or falls back with the
+//     phase. Without it such a step passed whenever the raised teeth —
+//     noisier at their higher level than the reference's noise says (noise
+//     is relative to the level) — came out steeper by chance: a 1.5 GB step
+//     at a GC every 90 s ± 10 %, 2 % noise, test/bench/guardrail. (Scaling
+//     the teeth's noise by their level instead rejects it too, but delays
+//     real leaks, whose teeth sit higher as well, by up to minutes at 2–3 %
+//     noise.)
 //
 // Leaks that retain only at GC (the teeth keep their slope), slow leaks and
 // pods without enough history are left to the floor trend (growth.go).
@@ -189,6 +204,16 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	}
 	if !(extra > teethSigmas*teethNoise && extra > theta && extra > relMin*ref.rate) || excess > consistency*extra*(t-newest) {
 		return verdict{}, false
+	}
+	// A leak lifts the newest floor above the previous cycle's by what the
+	// faster teeth retained in between; a step of the live set at the GC
+	// before the previous cycle lifts both floors alike.
+	if prev := th[k-1]; prev.floor {
+		py, pt := w.cy[prev.lo], w.ct[prev.lo]
+		phase := (ref.rate + 2*ref.chunkSD) * math.Max(cur.gap, prev.gap)
+		if y-py < (extra-allowSigmas*teethNoise)*(t-pt)-phase-jumpSigmas*math.Sqrt2*sigma {
+			return verdict{}, false
+		}
 	}
 	// Once the newest cycle has steps of its own, they must carry part of the
 	// extra slope too: a leak steepens every tooth, while a cache filled over
