@@ -188,9 +188,7 @@ func analyzeFile(path string) (analyzeJSON, error) {
 			treatments = []string{"treatment"}
 		}
 		opts := analysis.DefaultOptions()
-		if k := len(treatments); k > 1 {
-			opts.Confidence = 1 - (1-analysis.DefaultConfidence)/float64(k)
-		}
+		opts.Confidence = analysis.FamilyConfidence(len(treatments))
 		before := "baseline"
 		for _, tr := range treatments {
 			bc, bm := series(windowKey{stage, before, 0})
@@ -255,12 +253,13 @@ func printAnalysis(w io.Writer, res analyzeJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// Rows of a run with variants are at their corrected confidence (one k
 	// for the whole file, as the operator runs every stage with all variants).
-	ci := "95% CI"
+	conf := analysis.DefaultConfidence
 	for _, s := range res.Stages {
 		if s.Confidence != 0 {
-			ci = fmt.Sprintf("%.1f%% CI", 100*s.Confidence)
+			conf = s.Confidence
 		}
 	}
+	ci := intervalLabel(conf)
 	fmt.Fprintf(tw, "STAGE\tMETRIC\tBASELINE\tTREATMENT\tOVERHEAD\t%s\tSIGNIFICANT\n", ci)
 	for _, s := range res.Stages {
 		stage := s.Stage

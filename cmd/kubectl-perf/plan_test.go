@@ -175,21 +175,7 @@ func TestExportInterleavedRoundTripsThroughAnalyze(t *testing.T) {
 			rounds = append(rounds, pair)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "samples.csv")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := csv.NewWriter(f)
-	if _, err := exportSamples(w, exp); err != nil {
-		t.Fatal(err)
-	}
-	w.Flush()
-	f.Close()
-	got, err := analyzeFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, path := exportAndAnalyze(t, exp)
 	want, err := analysis.CompareRounds(rounds, analysis.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -239,21 +225,7 @@ func TestExportVariantsRoundTripsThroughAnalyze(t *testing.T) {
 		after[v] = b
 		exp.Status.Windows = append(exp.Status.Windows, perfv1.WindowStatus{Stage: 0, Variant: perfv1.VariantBaseline, Arm: v, Series: bser, Valid: &yes})
 	}
-	path := filepath.Join(t.TempDir(), "samples.csv")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := csv.NewWriter(f)
-	if _, err := exportSamples(w, exp); err != nil {
-		t.Fatal(err)
-	}
-	w.Flush()
-	f.Close()
-	got, err := analyzeFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, path := exportAndAnalyze(t, exp)
 	if len(got.Stages) != 3 {
 		t.Fatalf("rows %+v", got.Stages)
 	}
@@ -283,4 +255,31 @@ func TestExportVariantsRoundTripsThroughAnalyze(t *testing.T) {
 	if !strings.Contains(string(raw), "treatment@parallel") || !strings.Contains(string(raw), "baseline@serial") {
 		t.Errorf("export:\n%s", raw)
 	}
+}
+
+// exportAndAnalyze writes exp's samples as export does and reads them back as
+// analyze does; it returns the analysis and the samples file.
+func exportAndAnalyze(t *testing.T, exp *perfv1.PerfExperiment) (analyzeJSON, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "samples.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := csv.NewWriter(f)
+	if _, err := exportSamples(w, exp); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := analyzeFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, path
 }

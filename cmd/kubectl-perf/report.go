@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/analysis"
 )
 
 // reportJSON is `kubectl perf report -o json|yaml|jsonpath=...`: the summary
@@ -184,17 +185,14 @@ func printReport(w io.Writer, exp *perfv1.PerfExperiment) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// With variants, each row compares one variant with the stage's
 	// baseline, at the row's (Bonferroni-corrected) confidence.
-	variants, ci := false, 0.95
+	variants, ci := false, analysis.DefaultConfidence
 	for _, s := range st.Summary {
 		variants = variants || s.Variant != ""
 		if s.Confidence != 0 {
 			ci = s.Confidence
 		}
 	}
-	ciLabel := "95% CI"
-	if ci != 0.95 {
-		ciLabel = fmt.Sprintf("%.1f%% CI", 100*ci)
-	}
+	ciLabel := intervalLabel(ci)
 	first := "STAGE\t"
 	if variants {
 		first = "STAGE\tVARIANT\t"
@@ -344,6 +342,15 @@ func designLine(exp *perfv1.PerfExperiment) string {
 		parts = append(parts, fmt.Sprintf("design interleaved (seed %d), rounds: %s", il.Seed, strings.Join(per, "; ")))
 	}
 	return strings.Join(parts, "\n")
+}
+
+// intervalLabel names intervals at confidence c: "95% CI", or "98.3% CI" for
+// a run's Bonferroni-corrected variants.
+func intervalLabel(c float64) string {
+	if c == analysis.DefaultConfidence {
+		return "95% CI"
+	}
+	return fmt.Sprintf("%.1f%% CI", 100*c)
 }
 
 func values(m *perfv1.MetricComparison, scale float64, f string) string {

@@ -53,6 +53,16 @@ const (
 	minSamples = 4
 )
 
+// FamilyConfidence is each interval's coverage when k comparisons share one
+// run (the variants of a stage): 1 − (1 − DefaultConfidence)/k (Bonferroni),
+// so that all k hold together at DefaultConfidence; DefaultConfidence for one.
+func FamilyConfidence(k int) float64 {
+	if k <= 1 {
+		return DefaultConfidence
+	}
+	return 1 - (1-DefaultConfidence)/float64(k)
+}
+
 // DefaultOptions are the options the operator uses.
 func DefaultOptions() Options {
 	return Options{Resamples: DefaultResamples, Seed: DefaultSeed, Confidence: DefaultConfidence, Interval: IntervalStudentized}

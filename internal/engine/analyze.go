@@ -21,11 +21,7 @@ func (x *decider) analyzing() {
 	}
 	opts := analysis.DefaultOptions()
 	arms := x.spec.Arms()
-	if len(arms) > 1 {
-		// Bonferroni: each variant's interval at 1 − α/k, so the k
-		// comparisons of a stage hold together at the run's 95 %.
-		opts.Confidence = 1 - (1-analysis.DefaultConfidence)/float64(len(arms))
-	}
+	opts.Confidence = analysis.FamilyConfidence(len(arms))
 	var summary []perfv1.StageSummary
 	for s := range x.spec.Stages {
 		for _, arm := range arms {
@@ -81,7 +77,7 @@ func Outcome(spec *perfv1.PerfExperimentSpec, st *perfv1.PerfExperimentStatus) s
 	msg := fmt.Sprintf("all %d stages measured, verdict %s", len(st.Summary), st.Verdict)
 	if n := len(spec.Variants); n > 0 && len(st.Summary) == n*len(spec.Stages) {
 		msg = fmt.Sprintf("all %d stages measured with %d variants, verdict %s (intervals at %.1f %% each, 95 %% together)",
-			len(spec.Stages), n, st.Verdict, 100*(1-(1-analysis.DefaultConfidence)/float64(n)))
+			len(spec.Stages), n, st.Verdict, 100*analysis.FamilyConfidence(n))
 	}
 	if floor := noiseFloor(st.Summary); floor != "" && (st.Verdict == perfv1.VerdictNoEffect || spec.Calibrate) {
 		msg += "; no effect larger than " + floor + " could be seen"

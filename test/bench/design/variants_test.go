@@ -37,7 +37,7 @@ func variantsRun(w *world, k int, window, settle time.Duration, seed uint64) (an
 		for end := t + settle; t < end; t += step {
 			w.sample(t, false, 0)
 		}
-		for i, conf := range []float64{1 - 0.05/float64(k), 0.95} {
+		for i, conf := range []float64{analysis.FamilyConfidence(k), 0.95} {
 			o := analysis.DefaultOptions()
 			o.Resamples, o.Seed, o.Confidence = resamples, seed*16+uint64(v), conf
 			res, e := analysis.Compare(base, tr, o)
@@ -88,7 +88,7 @@ func bracketedRun(w *world, k int, window, settle time.Duration, seed uint64) (a
 	for v := range k {
 		pooled := append(append(analysis.Series{}, bases[v]...), bases[v+1]...)
 		o := analysis.DefaultOptions()
-		o.Resamples, o.Seed, o.Confidence = resamples, seed*16+uint64(v), 1-0.05/float64(k)
+		o.Resamples, o.Seed, o.Confidence = resamples, seed*16+uint64(v), analysis.FamilyConfidence(k)
 		res, e := analysis.Compare(pooled, trs[v], o)
 		if e != nil {
 			return false, 0, e
