@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -142,23 +143,8 @@ func cached(t *testing.T, c client.Client, key client.ObjectKey) {
 // toggle. The reconciler is called by hand against the real API server, one
 // reconcile at a time, on a fake clock.
 func TestAReconcileReadsEachObjectOnce(t *testing.T) {
-	clock := newTestClock()
-	c := newCluster(t, clock)
-	dep := c.target("app")
-	targetPods(t, c.ns, dep)
-	fromCacheCalls, uncached := &calls{n: map[string]int{}}, &calls{n: map[string]int{}}
-	admin := newAdminServer(t, clock, "")
-	cc, api := handClients(t)
-	r := &controllers.PerfExperimentReconciler{
-		Client: countingClient{Client: cc, c: fromCacheCalls}, APIReader: countingReader{Reader: api, c: uncached},
-		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, HTTP: admin.sender(), Metrics: metricsFor(clock),
-	}
-	e := shortExperiment(c.ns, "app", httpToggleSpec())
-	e.Spec.Windows.Settle = "0s"
-	if err := k8s.Create(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
+	fromCacheCalls := &calls{n: map[string]int{}}
+	clock, c, cc, uncached, r, req := handRun(t, fromCacheCalls)
 	seen := map[perfv1.Phase]bool{}
 	checkedJobs := 0
 	for i := 0; i < 400 && !c.experiment("overhead").Status.Phase.IsTerminal(); i++ {
@@ -269,23 +255,7 @@ func TestAWaitingExperimentCostsNothing(t *testing.T) {
 // released, reads the target no more: the reconciles its Jobs' deletions
 // cause make no uncached read.
 func TestAFinishedExperimentLeavesItsTargetAlone(t *testing.T) {
-	clock := newTestClock()
-	c := newCluster(t, clock)
-	dep := c.target("app")
-	targetPods(t, c.ns, dep)
-	uncached := &calls{n: map[string]int{}}
-	admin := newAdminServer(t, clock, "")
-	cc, api := handClients(t)
-	r := &controllers.PerfExperimentReconciler{
-		Client: cc, APIReader: countingReader{Reader: api, c: uncached},
-		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, HTTP: admin.sender(), Metrics: metricsFor(clock),
-	}
-	e := shortExperiment(c.ns, "app", httpToggleSpec())
-	e.Spec.Windows.Settle = "0s"
-	if err := k8s.Create(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
+	clock, c, cc, uncached, r, req := handRun(t, nil)
 	for i := 0; i < 400 && !c.experiment("overhead").Status.Phase.IsTerminal(); i++ {
 		cached(t, cc, req.NamespacedName)
 		if _, err := r.Reconcile(context.Background(), req); err != nil {
@@ -318,4 +288,33 @@ func TestAFinishedExperimentLeavesItsTargetAlone(t *testing.T) {
 	if got.Labels[perfv1.LabelExperiment] != "" || got.Annotations[perfv1.AnnotationLock] != "" {
 		t.Errorf("the target is still held: labels %v annotations %v", got.Labels, got.Annotations)
 	}
+}
+
+// handRun creates the one experiment these tests drive by hand (three stages
+// of an http toggle, no settle) on a target with ready pods, and the
+// reconciler they call: its uncached reads are counted, and its cached ones
+// too when fromCache is set. cc is the cache the reconciler reads.
+func handRun(t *testing.T, fromCache *calls) (*clocktesting.FakeClock, *cluster, client.Client, *calls, *controllers.PerfExperimentReconciler, ctrl.Request) {
+	t.Helper()
+	clock := newTestClock()
+	c := newCluster(t, clock)
+	dep := c.target("app")
+	targetPods(t, c.ns, dep)
+	uncached := &calls{n: map[string]int{}}
+	admin := newAdminServer(t, clock, "")
+	cc, api := handClients(t)
+	var reader client.Client = cc
+	if fromCache != nil {
+		reader = countingClient{Client: cc, c: fromCache}
+	}
+	r := &controllers.PerfExperimentReconciler{
+		Client: reader, APIReader: countingReader{Reader: api, c: uncached},
+		Scheme: scheme, Recorder: record.NewFakeRecorder(1000), Clock: clock, HTTP: admin.sender(), Metrics: metricsFor(clock),
+	}
+	e := shortExperiment(c.ns, "app", httpToggleSpec())
+	e.Spec.Windows.Settle = "0s"
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	return clock, c, cc, uncached, r, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}
 }
