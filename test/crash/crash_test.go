@@ -418,11 +418,6 @@ func experiment(ns string, toggle perfv1.ToggleSpec) *perfv1.PerfExperiment {
 	}
 }
 
-func waitTerminal(t *testing.T, ns string) *perfv1.PerfExperiment {
-	t.Helper()
-	return waitTerminalNamed(t, ns, "crash", 4*time.Minute)
-}
-
 // TestCrashBetweenAnEffectAndItsStatusWrite kills the manager after each kind
 // of effect, for http and exec (runtime) and env (template) toggles, restarts
 // it, and checks exactly what the target went through.
@@ -453,59 +448,90 @@ func TestCrashBetweenAnEffectAndItsStatusWrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
-			ip := fmt.Sprintf("127.0.0.%d", 20+i)
-			pod := newAdmin(t, ip)
-			target(t, ns, ip)
-			before, dep := templateJSON(t, ns)
-			w := startWorld(t, ns)
-			spec := toggleOf(tc.kind)
-			if err := k8s.Create(context.Background(), experiment(ns, spec)); err != nil {
-				t.Fatal(err)
-			}
-			startOperator(t, ns, tc.killAfter, 1).killedBySIGKILL(t)
-			startOperator(t, ns, "", 2)
-			exp := waitTerminal(t, ns)
-
+			run := newCrashRun(t, fmt.Sprintf("127.0.0.%d", 20+i))
+			exp := run.killThenWait(t, experiment(run.ns, toggleOf(tc.kind)), tc.killAfter, 4*time.Minute)
 			if exp.Status.Phase != tc.phase || (tc.reason != "" && (exp.Status.Abort == nil || exp.Status.Abort.Reason != tc.reason)) {
 				t.Fatalf("ended %s %+v; want %s %s", exp.Status.Phase, exp.Status.Abort, tc.phase, tc.reason)
 			}
-			if tg := exp.Status.Toggle; tg == nil || tg.Applied || len(tg.Pods) != 0 {
-				t.Errorf("status.toggle at the end: %+v", tg)
-			}
-			if tc.kind != "env" {
-				// The restarted operator may still be finishing its last
-				// request; the admin log is complete once the lock is gone.
-				time.Sleep(time.Second)
-				isOn, got := pod.state()
-				if isOn || !slices.Equal(got, tc.requests) {
-					t.Errorf("pod got %q (on now: %v); want %q", got, isOn, tc.requests)
-				}
-			}
-			after, depAfter := templateJSON(t, ns)
-			if after != before {
-				t.Errorf("template not restored byte for byte:\nbefore %s\nafter  %s", before, after)
-			}
-			for _, a := range []string{perfv1.AnnotationLock, perfv1.AnnotationOriginal, perfv1.AnnotationTemplateHash} {
-				if _, ok := depAfter.Annotations[a]; ok {
-					t.Errorf("annotation %s left on the target", a)
-				}
-			}
-			// Taking and releasing the lock move the generation once each; an
-			// env toggle adds one apply and one revert, whatever the crash.
-			wantGen := dep.Generation + 2
+			// An env toggle adds one apply and one revert to the template,
+			// whatever the crash; its pod's admin endpoint gets nothing.
+			var templateWrites int64
 			if tc.kind == "env" {
-				wantGen += 2
+				templateWrites = 2
 			}
-			if depAfter.Generation != wantGen {
-				t.Errorf("target generation %d → %d; want %d", dep.Generation, depAfter.Generation, wantGen)
-			}
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if len(w.dupes) > 0 {
-				t.Errorf("Jobs created twice (new UID under the same name): %v", w.dupes)
-			}
+			run.assertClean(t, exp, tc.requests, templateWrites)
 		})
+	}
+}
+
+// crashRun is one crash case: its namespace, a one-replica target whose pod's
+// admin endpoint is a real server, and the world playing its controllers.
+type crashRun struct {
+	ns     string
+	pod    *admin
+	before string // the target's template, byte for byte
+	dep    *appsv1.Deployment
+	w      *world
+}
+
+func newCrashRun(t *testing.T, ip string) *crashRun {
+	t.Helper()
+	r := &crashRun{ns: newNamespace(t)}
+	r.pod = newAdmin(t, ip)
+	target(t, r.ns, ip)
+	r.before, r.dep = templateJSON(t, r.ns)
+	r.w = startWorld(t, r.ns)
+	return r
+}
+
+// killThenWait creates exp, runs a manager that sends itself SIGKILL after
+// killAfter, restarts it, and waits for the run to end.
+func (r *crashRun) killThenWait(t *testing.T, exp *perfv1.PerfExperiment, killAfter string, bound time.Duration) *perfv1.PerfExperiment {
+	t.Helper()
+	if err := k8s.Create(context.Background(), exp); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, r.ns, killAfter, 1).killedBySIGKILL(t)
+	startOperator(t, r.ns, "", 2)
+	return waitTerminalNamed(t, r.ns, exp.Name, bound)
+}
+
+// assertClean checks what every crash must leave: no toggle on in the status,
+// the pod's admin endpoint off after exactly requests (nil: not a runtime
+// toggle, not checked), the template byte for byte as before with none of the
+// operator's annotations, the generation moved by the lock's two writes and
+// templateWrites, and no Job created twice.
+func (r *crashRun) assertClean(t *testing.T, exp *perfv1.PerfExperiment, requests []string, templateWrites int64) {
+	t.Helper()
+	if tg := exp.Status.Toggle; tg == nil || tg.Applied || len(tg.Pods) != 0 {
+		t.Errorf("status.toggle at the end: %+v", tg)
+	}
+	if requests != nil {
+		// The restarted operator may still be finishing its last request;
+		// the admin log is complete once the lock is gone.
+		time.Sleep(time.Second)
+		isOn, got := r.pod.state()
+		if isOn || !slices.Equal(got, requests) {
+			t.Errorf("pod got %q (on now: %v); want %q", got, isOn, requests)
+		}
+	}
+	after, depAfter := templateJSON(t, r.ns)
+	if after != r.before {
+		t.Errorf("template not restored byte for byte:\nbefore %s\nafter  %s", r.before, after)
+	}
+	for _, a := range []string{perfv1.AnnotationLock, perfv1.AnnotationOriginal, perfv1.AnnotationTemplateHash} {
+		if _, ok := depAfter.Annotations[a]; ok {
+			t.Errorf("annotation %s left on the target", a)
+		}
+	}
+	// Taking and releasing the lock move the generation once each.
+	if want := r.dep.Generation + 2 + templateWrites; depAfter.Generation != want {
+		t.Errorf("target generation %d → %d; want %d", r.dep.Generation, depAfter.Generation, want)
+	}
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	if len(r.w.dupes) > 0 {
+		t.Errorf("Jobs created twice (new UID under the same name): %v", r.w.dupes)
 	}
 }
 
@@ -541,43 +567,17 @@ func TestCrashBetweenVariants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
-			ip := fmt.Sprintf("127.0.0.%d", 60+i)
-			pod := newAdmin(t, ip)
-			target(t, ns, ip)
-			before, dep := templateJSON(t, ns)
-			w := startWorld(t, ns)
-			exp := experiment(ns, perfv1.ToggleSpec{})
-			exp.Spec.Toggle, exp.Spec.Variants = nil, httpVariants()
-			if err := k8s.Create(context.Background(), exp); err != nil {
-				t.Fatal(err)
-			}
-			startOperator(t, ns, tc.killAfter, 1).killedBySIGKILL(t)
-			startOperator(t, ns, "", 2)
-			exp = waitTerminalNamed(t, ns, "crash", 5*time.Minute)
+			run := newCrashRun(t, fmt.Sprintf("127.0.0.%d", 60+i))
+			e := experiment(run.ns, perfv1.ToggleSpec{})
+			e.Spec.Toggle, e.Spec.Variants = nil, httpVariants()
+			exp := run.killThenWait(t, e, tc.killAfter, 5*time.Minute)
 			if exp.Status.Phase != tc.phase {
 				t.Fatalf("ended %s %+v; want %s", exp.Status.Phase, exp.Status.Abort, tc.phase)
 			}
 			if tc.phase == perfv1.PhaseSucceeded && (len(exp.Status.Summary) != 2 || exp.Status.Summary[0].Variant != "a" || exp.Status.Summary[1].Variant != "b") {
 				t.Errorf("summary %+v", exp.Status.Summary)
 			}
-			if tg := exp.Status.Toggle; tg == nil || tg.Applied || len(tg.Pods) != 0 {
-				t.Errorf("status.toggle at the end: %+v", tg)
-			}
-			time.Sleep(time.Second)
-			isOn, got := pod.state()
-			if isOn || !slices.Equal(got, tc.requests) {
-				t.Errorf("pod got %q (on now: %v); want %q", got, isOn, tc.requests)
-			}
-			after, depAfter := templateJSON(t, ns)
-			if after != before || depAfter.Generation != dep.Generation+2 {
-				t.Errorf("target changed: generation %d → %d\nbefore %s\nafter  %s", dep.Generation, depAfter.Generation, before, after)
-			}
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if len(w.dupes) > 0 {
-				t.Errorf("Jobs created twice (new UID under the same name): %v", w.dupes)
-			}
+			run.assertClean(t, exp, tc.requests, 0)
 		})
 	}
 }
