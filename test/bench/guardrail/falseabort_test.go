@@ -21,8 +21,34 @@ func TestSweepFalseAborts(t *testing.T) {
 		{0.003, 126, "periodic cache fills, GC 90 s ± 10 %: a 1.48 GB fill over 35 s spread over two GCs (floor trend)"},
 		{0.02, 266, "steps ≤ 15 % of limit, GC 90 s ± 10 %: a 1.52 GB step just after a GC (jump)"},
 	} {
-		if o := healthyRun(c.noise, heapsim.Gaussian, c.run, 10*hour).play(); o.breach != nil {
+		if o := healthyRun(c.noise, heapsim.Gaussian, c.run, 0, 10*hour).play(); o.breach != nil {
 			t.Errorf("%.1f%% Gaussian run %d (%s): aborted after %.0f s: %s", 100*c.noise, c.run, c.what, o.after, o.breach.Message)
 		}
+	}
+}
+
+// TestSeedOffset: PERF_BENCH_SEED_OFFSET shifts the seeds (unset is 0), a
+// malformed value is refused rather than read as 0, and the shift reaches
+// the runs: a shifted healthy run is another trace.
+func TestSeedOffset(t *testing.T) {
+	t.Setenv(seedOffsetEnv, "")
+	if o, err := seedOffset(); err != nil || o != 0 {
+		t.Errorf("unset: %d, %v; want 0", o, err)
+	}
+	t.Setenv(seedOffsetEnv, "5000000")
+	if o, err := seedOffset(); err != nil || o != 5_000_000 {
+		t.Errorf("5000000: %d, %v", o, err)
+	}
+	for _, bad := range []string{"-1", "5e6", "x"} {
+		t.Setenv(seedOffsetEnv, bad)
+		if _, err := seedOffset(); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	a, b := healthyRun(0.01, heapsim.Gaussian, 3, 0, hour), healthyRun(0.01, heapsim.Gaussian, 3, 5_000_000, hour)
+	ha, _ := a.pods[0].sim.Sample(a.toggle)
+	hb, _ := b.pods[0].sim.Sample(a.toggle)
+	if a.toggle == b.toggle && ha == hb {
+		t.Error("the offset does not change the run")
 	}
 }
