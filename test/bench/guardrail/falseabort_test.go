@@ -7,22 +7,28 @@ import (
 )
 
 // TestSweepFalseAborts replays, whole, the healthy runs of the full sweep
-// (TestFalseAborts with PERF_BENCH_FULL=1: 10 hours guarded) that aborted
-// before the rule learnt to tell them from leaks (2026-11-28; the README
-// lists them). Each takes well under a second, so they run in the default
+// (TestFalseAborts with PERF_BENCH_FULL=1: 10 hours guarded), on its own
+// seeds and on seeds shifted by 5,000,000, that aborted before the rule
+// learnt to tell them from leaks (2026-11-28; the README lists them). Each takes well under a second, so they run in the default
 // subset too. internal/guardrail's TestHealthyHistoriesFromTheSweep holds
 // the histories of their aborting evaluations.
 func TestSweepFalseAborts(t *testing.T) {
 	for _, c := range []struct {
-		noise float64
-		run   int
-		what  string
+		noise  float64
+		kind   heapsim.NoiseKind
+		run    int
+		offset uint64
+		what   string
 	}{
-		{0.003, 126, "periodic cache fills, GC 90 s ± 10 %: a 1.48 GB fill over 35 s spread over two GCs (floor trend)"},
-		{0.02, 266, "steps ≤ 15 % of limit, GC 90 s ± 10 %: a 1.52 GB step just after a GC (jump)"},
+		{0.003, heapsim.Gaussian, 126, 0, "periodic cache fills, GC 90 s ± 10 %: a 1.48 GB fill over 35 s spread over two GCs (floor trend)"},
+		{0.02, heapsim.Gaussian, 266, 0, "steps ≤ 15 % of limit, GC 90 s ± 10 %: a 1.52 GB step just after a GC (jump)"},
+		// Seeds shifted by 5,000,000 (make bench-guardrail SEED_OFFSET=5000000).
+		{0.003, heapsim.StudentT3, 531, 5_000_000, "allocation-only toggle, GC exactly 60 s: a floor sampled one interval late (jump)"},
+		{0.01, heapsim.StudentT3, 531, 5_000_000, "allocation-only toggle, GC exactly 60 s: a floor sampled one interval late (jump)"},
+		{0.02, heapsim.StudentT3, 531, 5_000_000, "allocation-only toggle, GC exactly 60 s: a floor sampled one interval late (jump)"},
 	} {
-		if o := healthyRun(c.noise, heapsim.Gaussian, c.run, 0, 10*hour).play(); o.breach != nil {
-			t.Errorf("%.1f%% Gaussian run %d (%s): aborted after %.0f s: %s", 100*c.noise, c.run, c.what, o.after, o.breach.Message)
+		if o := healthyRun(c.noise, c.kind, c.run, c.offset, 10*hour).play(); o.breach != nil {
+			t.Errorf("%.1f%% %s run %d, seed offset %d (%s): aborted after %.0f s: %s", 100*c.noise, c.kind, c.run, c.offset, c.what, o.after, o.breach.Message)
 		}
 	}
 }
