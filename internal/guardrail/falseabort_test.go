@@ -47,6 +47,12 @@ func TestHealthyHistoriesFromTheSweep(t *testing.T) {
 		// first sample came one interval later, 2.10 GB up the now steeper
 		// tooth: a jump of +717 MiB/min (phaseLag).
 		{"alloc-toggle-late-floor-jump.json", "a floor sampled an interval late on steeper teeth", evidenceJump, false},
+		// Healthy run 41 at 2 % t3 noise (also 3 %): GC exactly every 60 s,
+		// 15 s samples, periodic cache fills. One floor read 15 % low (1.36
+		// GB under a band of 1.52–1.63 GB); the rise back into the band and
+		// a 0.4 GB fill over the next two GCs made three rises in a row: a
+		// rise at every GC of +209 MiB/min.
+		{"low-floor-then-fill-rise.json", "a low floor, then a cache fill over two GCs", evidenceRise, false},
 	}
 	theta := float64(100<<20) / 60
 	for _, c := range cases {
