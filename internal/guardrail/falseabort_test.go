@@ -47,6 +47,13 @@ func TestHealthyHistoriesFromTheSweep(t *testing.T) {
 		// first sample came one interval later, 2.10 GB up the now steeper
 		// tooth: a jump of +717 MiB/min (phaseLag).
 		{"alloc-toggle-late-floor-jump.json", "a floor sampled an interval late on steeper teeth", evidenceJump, false},
+		// Healthy run 289 at 1 % Gaussian noise (also 2 %): a Go working set
+		// (2 GB, no sawtooth), a 1.4 GB cache fill over about a minute. Five
+		// steps of the fill, then two flat steps at the raised level whose
+		// noise, 1.7 times the reference's, passed as still rising: a ramp of
+		// +810 MiB/min. The newest two steps (80 and 61 MB against a slope of
+		// 249 MB a step) do not keep the ramp's pace.
+		{"go-fill-ramp.json", "a cache fill on a Go working set", evidenceRamp, true},
 		// Healthy run 41 at 2 % t3 noise (also 3 %): GC exactly every 60 s,
 		// 15 s samples, periodic cache fills. One floor read 15 % low (1.36
 		// GB under a band of 1.52–1.63 GB); the rise back into the band and

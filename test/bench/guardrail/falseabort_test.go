@@ -26,6 +26,8 @@ func TestSweepFalseAborts(t *testing.T) {
 		{0.003, heapsim.StudentT3, 531, 5_000_000, "allocation-only toggle, GC exactly 60 s: a floor sampled one interval late (jump)"},
 		{0.01, heapsim.StudentT3, 531, 5_000_000, "allocation-only toggle, GC exactly 60 s: a floor sampled one interval late (jump)"},
 		{0.02, heapsim.StudentT3, 531, 5_000_000, "allocation-only toggle, GC exactly 60 s: a floor sampled one interval late (jump)"},
+		{0.01, heapsim.Gaussian, 289, 5_000_000, "periodic cache fills, Go working set: flat steps after a 1.4 GB fill (ramp)"},
+		{0.02, heapsim.Gaussian, 289, 5_000_000, "periodic cache fills, Go working set: flat steps after a 1.4 GB fill (ramp)"},
 		{0.03, heapsim.StudentT3, 41, 5_000_000, "periodic cache fills, GC exactly 60 s: a low floor, then a fill over two GCs (rise)"},
 	} {
 		if o := healthyRun(c.noise, c.kind, c.run, c.offset, 10*hour).play(); o.breach != nil {
