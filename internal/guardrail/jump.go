@@ -37,6 +37,9 @@ import "math"
 //     after a step or a fill inside the reference, the floor sits at its new
 //     level, which the band of all the floors (and its physical bound) puts
 //     lower;
+//   - a floor sampled later in its cycle than the reference floors (GC
+//     period a multiple of the interval, the usual floor sample landing just
+//     before a GC) is allowed the allocation over that lag (phaseLag);
 //   - the newest floor is above the previous cycle's floor by at least what
 //     the extra slope's lower bound (extra − allowSigmas teeth σ) retains
 //     between them, less the sampling phase's width (the two first samples
@@ -152,16 +155,17 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	if k < minRefTeeth+1 || !th[k].floor {
 		return verdict{}, false
 	}
-	fy, newest := w.fy[:0], math.NaN()
+	fy, ft, newest := w.fy[:0], w.ft[:0], math.NaN()
 	for _, x := range th[:k-1] {
 		if x.floor {
-			fy, newest = append(fy, w.cy[x.lo]), w.ct[x.lo]
+			fy, ft, newest = append(fy, w.cy[x.lo]), append(ft, w.ct[x.lo]), w.ct[x.lo]
 		}
 	}
-	w.fy = fy
+	w.fy, w.ft = fy, ft
 	if len(fy) < minRefTeeth {
 		return verdict{}, false
 	}
+	lag := w.phaseLag(ft, w.ct[th[k].lo], spacing)
 	ref := w.reference(0, th[k-1].lo)
 	if ref.chunks < minRefTeeth || !(ref.rate > 0) {
 		return verdict{}, false
@@ -195,6 +199,16 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	// (over the two cycles tested) bound it from below.
 	teethNoise := math.Max(w.teethNoise(th[:k-1], n, ref.rate),
 		math.Max(ref.noise*math.Sqrt(math.Pi/3/float64(n)), ref.chunkSD/math.Sqrt2))
+	// A floor sampled lag seconds later in its cycle than the reference
+	// floors were sits that much further up a tooth of the faster slope: the
+	// band's top is at least the reference floors' median raised by that,
+	// and at most the physical bound (no first sample after a GC sits more
+	// than its gap up its cycle). A band that already spreads over the
+	// sampling phase is at that bound and does not move.
+	if lag > 0 {
+		top = math.Max(top, math.Min(m+(ref.rate+math.Max(extra+allowSigmas*teethNoise, 0))*lag,
+			nth(fy, 1)+(ref.rate+2*ref.chunkSD)*cur.gap))
+	}
 	// The allowance for faster allocation uses the extra slope's upper
 	// bound: an underestimate would let a toggle that allocates 30 % more
 	// through.
@@ -222,6 +236,61 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 		return verdict{}, false
 	}
 	return verdict{breach: true, slope: extra, kind: evidenceJump, floorNow: y, floorRef: m, sigmas: (y - m) / sigma}, true
+}
+
+// phaseLag is how many seconds later in its GC cycle the floor at t was
+// sampled than the reference floors at ft were, when they all sit at one phase
+// of their cycles; 0 when it is within scrape jitter (a quarter interval) of
+// theirs, earlier, or when the reference floors sit at no common phase.
+//
+// With a GC period that is a multiple of the interval, every floor is the
+// first sample after its GC at the same phase, and the band of the floors is
+// as tight as the noise — which is the jump's power there. But when that
+// phase is near 0, scrape jitter (or a late GC) now and then puts the sample
+// that is usually the floor just before the GC instead of after it: the
+// cycle's first sample is then the next one, a whole interval further up its
+// tooth, higher by one interval's allocation (675 MB in the seed story). With
+// the teeth steeper — a toggle that only allocates 10–30 % more — that floor
+// was a jump (GC exactly every 60 s, 15 s samples, t3 noise,
+// test/bench/guardrail with seeds shifted by 5,000,000). The floor's time
+// says so: it comes lag ≈ one interval later than the reference floors'
+// phase (t − f is the period's multiple plus lag for every reference floor
+// f), and a leak's floor, sampled at the usual phase, has lag ≈ 0. The lag is
+// the median over the reference floors (a reference floor that was itself
+// sampled late does not move it); it counts only when the reference floors
+// agree on it to within a quarter interval (median absolute deviation). With
+// GC periods that drift against the sampling they mostly do not; when they
+// do (the GCs drifted within one interval over the reference), a floor an
+// interval late may still sit up to an interval higher in its cycle, and the
+// caller caps the allowance at the physical bound, which a band spread over
+// the phase already reaches. Measured cost (make bench-guardrail at seed
+// offsets 0, 5,000,000 and 10,000,000): up to 14 s at p50 in a few drifting
+// cells at 3 % noise, at most 4 s at p95.
+func (w *workspace) phaseLag(ft []float64, t, spacing float64) float64 {
+	if len(ft) < 2 {
+		return 0
+	}
+	d := w.d[:0]
+	for i := 1; i < len(ft); i++ {
+		d = append(d, ft[i]-ft[i-1])
+	}
+	period := median(d)
+	if !(period > 0) {
+		return 0
+	}
+	d = d[:0]
+	for _, f := range ft {
+		x := t - f
+		d = append(d, x-period*math.Round(x/period))
+	}
+	lag := median(d)
+	for i, v := range d {
+		d[i] = math.Abs(v - lag)
+	}
+	if median(d) > spacing/4 || lag <= spacing/4 {
+		return 0
+	}
+	return lag
 }
 
 // steps appends to w.b the within-cycle slopes of the points [lo, hi), at
@@ -276,8 +345,10 @@ const rampSteps = 5
 // service's working set, a heap sampled too slowly to show its teeth): over
 // the last 6, 8 or 10 points the series rises steadily — Mann–Kendall p <
 // pLevel and a Theil–Sen slope above theta — its newest third sits above the
-// band of the points before by jumpSigmas noise standard deviations, and no
-// single step makes half of the rise (which would be a cache filled at once).
+// band of the points before by jumpSigmas noise standard deviations, each of
+// its newest five steps rises beyond the noise, the newest two keep the
+// ramp's pace, and no single step makes half of the rise (which would be a
+// cache filled at once).
 func (w *workspace) rampEvidence(theta float64) (verdict, bool) {
 	n := len(w.cy)
 	for k := rampPoints; k <= rampPoints+4; k += 2 {
@@ -296,6 +367,23 @@ func (w *workspace) rampEvidence(theta float64) (verdict, bool) {
 		rising := true
 		for j := len(y) - rampSteps; j < len(y); j++ {
 			rising = rising && y[j]-y[j-1] > (theta/2+2*ref.noise)*(t[j]-t[j-1])
+		}
+		// And at the ramp's pace: a leak adds about the same at every step, so
+		// the newest two steps together rise by the slope's rise over them,
+		// less two standard deviations of their noise (ref.noise times one
+		// interval is the noise of a two-step difference: √2 that of a point);
+		// a fill that has stopped leaves its newest steps flat. The
+		// rising test alone let a fill through: its steps are judged against
+		// the reference's noise, and at the raised level the noise is larger
+		// (it is relative to the level), so after a 1.4 GB fill over a minute
+		// on a 2 GB Go working set two flat steps passed as rising, making the
+		// seven rising steps that three breaches in a row ask for (1–2 %
+		// noise, test/bench/guardrail with seeds shifted by 5,000,000).
+		// Scaling the noise to the level instead rejects it too but delays
+		// real ramps (+500 MB/min at 1 % noise: p50 110 → 252 s), whose level
+		// rises as well.
+		if j := len(y) - 1; !(y[j]-y[j-2] > slope*(t[j]-t[j-2])-2*ref.noise*(t[j]-t[j-1])) {
+			continue
 		}
 		if !rising {
 			continue

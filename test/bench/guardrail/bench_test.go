@@ -1,6 +1,7 @@
 package guardrailbench
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,6 +18,15 @@ import (
 
 func full() bool { return os.Getenv("PERF_BENCH_FULL") == "1" }
 
+// offset is the seed offset of the sweep (PERF_BENCH_SEED_OFFSET, run.go).
+func offset(t testing.TB) uint64 {
+	o, err := seedOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 // runs is n, or n×scale in the full sweep.
 func runs(n, scale int) int {
 	if full() {
@@ -29,17 +39,18 @@ var noises = []float64{0.003, 0.01, 0.02, 0.03}
 
 // TestSeedStory: the seed's leak at every noise level, GC jittered or aliased.
 func TestSeedStory(t *testing.T) {
+	off := offset(t)
 	var cells []leakCell
 	for _, kind := range []heapsim.NoiseKind{heapsim.Gaussian, heapsim.StudentT3} {
 		for _, n := range noises {
 			for _, aliased := range []bool{false, true} {
 				c := seed()
 				c.noise, c.kind, c.aliased = n, kind, aliased
-				cells = append(cells, measureLeak(c, runs(60, 5)))
+				cells = append(cells, measureLeak(c, runs(60, 5), off))
 			}
 		}
 	}
-	t.Log(leakTable("Seed story: +700 MB/min on a 1.2–3.9 GB sawtooth, seconds from onset to abort", cells))
+	t.Log(leakTable(fmt.Sprintf("Seed story: +700 MB/min on a 1.2–3.9 GB sawtooth, seconds from onset to abort (seed offset %d)", off), cells))
 	// What holds (README, "Measurement, guardrails and analysis"): every leak
 	// is aborted within 20 minutes; with GC aliased with the samples the bar
 	// (135 s at p95) is met at 0.3 % noise; up to 1 % noise p95 stays within
@@ -65,6 +76,7 @@ func TestSeedStory(t *testing.T) {
 // level) has a few, listed in its output and the README: it prints them and
 // fails on none.
 func TestFalseAborts(t *testing.T) {
+	off := offset(t)
 	var cells []healthyCell
 	for _, kind := range []heapsim.NoiseKind{heapsim.Gaussian, heapsim.StudentT3} {
 		for _, n := range noises {
@@ -72,10 +84,10 @@ func TestFalseAborts(t *testing.T) {
 			if full() {
 				guarded = 10 * hour
 			}
-			cells = append(cells, measureHealthy(n, kind, runs(len(healthyPatterns)*len(healthyMix), 7), guarded))
+			cells = append(cells, measureHealthy(n, kind, runs(len(healthyPatterns)*len(healthyMix), 7), off, guarded))
 		}
 	}
-	t.Log(healthyTable(cells))
+	t.Log(healthyTable(cells, off))
 	for _, c := range cells {
 		if len(c.aborts) > 0 && !full() {
 			t.Errorf("%.1f%% %s: %d false aborts", 100*c.noise, c.kind, len(c.aborts))
@@ -93,6 +105,8 @@ func TestSweep(t *testing.T) {
 		t.Skip("PERF_BENCH_FULL=1 runs the whole sweep")
 	}
 	const n = 200
+	off := offset(t)
+	t.Logf("seed offset %d", off)
 	var pods []leakCell
 	for _, kind := range []heapsim.NoiseKind{heapsim.Gaussian, heapsim.StudentT3} {
 		for _, noise := range noises {
@@ -100,7 +114,7 @@ func TestSweep(t *testing.T) {
 				for _, who := range [][2]int{{3, 0}, {3, 1}, {5, 0}} {
 					c := seed()
 					c.noise, c.kind, c.aliased, c.pods, c.allLeak = noise, kind, aliased, who[0], who[1] == 1
-					pods = append(pods, measureLeak(c, n))
+					pods = append(pods, measureLeak(c, n, off))
 				}
 			}
 		}
@@ -113,7 +127,7 @@ func TestSweep(t *testing.T) {
 				for _, aliased := range []bool{false, true} {
 					c := seed()
 					c.noise, c.period, c.interval, c.aliased = noise, period, interval, aliased
-					gc = append(gc, measureLeak(c, n))
+					gc = append(gc, measureLeak(c, n, off))
 				}
 			}
 		}
@@ -125,7 +139,7 @@ func TestSweep(t *testing.T) {
 			for _, leak := range []float64{50, 100, 200, 300, 500, 700, 1000} {
 				c := seed()
 				c.noise, c.leak, c.delay = noise, leak, delay
-				rates = append(rates, measureLeak(c, n))
+				rates = append(rates, measureLeak(c, n, off))
 			}
 		}
 	}
@@ -142,7 +156,7 @@ func TestSweep(t *testing.T) {
 			c := seed()
 			c.noise = noise
 			edit(&c)
-			shapes = append(shapes, measureLeak(c, n))
+			shapes = append(shapes, measureLeak(c, n, off))
 		}
 	}
 	t.Log(leakTable("Leak shapes: ramping to +700 MB/min over 5 minutes, retained only at GC, 5 % of scrapes lost, a Go working set", shapes))

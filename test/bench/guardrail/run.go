@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,6 +28,28 @@ const (
 	// baseline is how long samples are recorded before the toggle.
 	baseline = 20 * 60.0
 )
+
+// seedOffsetEnv names the environment variable that shifts every run's seed
+// (make bench-guardrail SEED_OFFSET=…). The rule's constants were chosen,
+// and its false aborts fixed, on the sweep's own seeds (offset 0); a shifted
+// sweep is fresh data from the same conditions, which shows whether a fix
+// holds beyond the traces it was made on. Run i of a cell gets seed
+// offset + i (leaks) or offset + 1,000,000 + i (healthy runs); which pattern
+// and sampling a healthy run has depends on i alone.
+const seedOffsetEnv = "PERF_BENCH_SEED_OFFSET"
+
+// seedOffset reads PERF_BENCH_SEED_OFFSET: 0 when unset.
+func seedOffset() (uint64, error) {
+	v := os.Getenv(seedOffsetEnv)
+	if v == "" {
+		return 0, nil
+	}
+	o, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a non-negative integer: %w", seedOffsetEnv, v, err)
+	}
+	return o, nil
+}
 
 // config is the guardrails as an experiment with default settings gets them.
 func config(interval float64) guardrail.Config {

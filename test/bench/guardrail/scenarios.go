@@ -246,15 +246,16 @@ var healthyMix = []sampling{
 }
 
 // healthyRun is healthy run i of a noise cell: pattern and sampling cycle
-// through their lists, so every pattern meets every sampling.
-func healthyRun(noise float64, kind heapsim.NoiseKind, i int, guarded float64) *run {
+// through their lists, so every pattern meets every sampling; its seed is
+// offset + 1,000,000 + i.
+func healthyRun(noise float64, kind heapsim.NoiseKind, i int, offset uint64, guarded float64) *run {
 	s := healthyMix[i%len(healthyMix)]
 	h := healthyPatterns[(i/len(healthyMix))%len(healthyPatterns)]
 	c := cond{noise: noise, kind: kind, period: s.period, aliased: s.aliased, interval: s.interval, pods: 2}
 	if s.period == 0 {
 		c.goWS, c.period = true, 60
 	}
-	r := c.newRun(uint64(i)+1_000_000, guarded)
+	r := c.newRun(offset+uint64(i)+1_000_000, guarded)
 	h.edit(c, r)
 	return r
 }

@@ -20,8 +20,9 @@ type leakCell struct {
 	wrong  int // aborts of a pod that does not leak
 }
 
-func measureLeak(c cond, runs int) leakCell {
-	out := playAll(runs, func(i int) *run { return c.leakRun(uint64(i)) })
+// measureLeak plays runs of the cell with seeds offset, offset+1, ….
+func measureLeak(c cond, runs int, offset uint64) leakCell {
+	out := playAll(runs, func(i int) *run { return c.leakRun(offset + uint64(i)) })
 	cell := leakCell{c: c}
 	for _, o := range out {
 		d := math.Inf(1)
@@ -104,8 +105,10 @@ type healthyCell struct {
 	aborts   []string
 }
 
-func measureHealthy(noise float64, kind heapsim.NoiseKind, runs int, guarded float64) healthyCell {
-	out := playAll(runs, func(i int) *run { return healthyRun(noise, kind, i, guarded) })
+// measureHealthy plays healthy runs 0..runs-1 with their seeds shifted by
+// offset.
+func measureHealthy(noise float64, kind heapsim.NoiseKind, runs int, offset uint64, guarded float64) healthyCell {
+	out := playAll(runs, func(i int) *run { return healthyRun(noise, kind, i, offset, guarded) })
 	cell := healthyCell{noise: noise, kind: kind}
 	for i, o := range out {
 		cell.podHours += o.podHours
@@ -119,10 +122,10 @@ func measureHealthy(noise float64, kind heapsim.NoiseKind, runs int, guarded flo
 	return cell
 }
 
-func healthyTable(cells []healthyCell) string {
+func healthyTable(cells []healthyCell, offset uint64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nFalse aborts on healthy pods (%d patterns × %d samplings, 2 pods per run, 20 minutes recorded then\n"+
-		"5 or 10 hours guarded; see scenarios.go):\n", len(healthyPatterns), len(healthyMix))
+		"5 or 10 hours guarded; see scenarios.go; seed offset %d):\n", len(healthyPatterns), len(healthyMix), offset)
 	fmt.Fprintf(&b, "%-12s %12s %8s %22s\n", "noise", "pod-hours", "aborts", "per 10,000 pod-hours")
 	for _, c := range cells {
 		fmt.Fprintf(&b, "%5.1f%% %-5s %12.0f %8d %22.2f\n", 100*c.noise, c.kind, c.podHours, len(c.aborts),
