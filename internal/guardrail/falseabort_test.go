@@ -76,6 +76,16 @@ func TestHealthyHistoriesFromTheSweep(t *testing.T) {
 		// 1 % (3.26 → 3.22 GB); the newest floor (3.13 GB) rose 131 MB over
 		// the previous one: a jump of +621 MiB/min.
 		{"step-hides-gc-jump-2.json", "a 1.7 GB step hiding its GC", evidenceJump, false},
+		// Healthy run 522 at 0.3 % t3 noise: GC every 120 s ± 10 %, 30 s
+		// samples (a floor is known to within 0.78 GB), a 1.6 GB cache fill
+		// part-way at one GC. Over 9 floors (1.35, 1.24, 1.32, 1.59, 2.36,
+		// 2.91, 3.17, 3.31, 3.47 GB) the part-way floor 2.36 GB was the
+		// middle third's median and the middle floor of both halves, so the
+		// one fill raised both thirds and both halves, and the floors after
+		// it drifted up with the sampling phase (risesAfterFill's margin
+		// allows that): a floor trend of +150 MiB/min. Halves without a
+		// shared floor leave the first flat.
+		{"fill-middle-floor-trend.json", "a cache fill part-way at the middle floor", evidenceTrend, false},
 	}
 	theta := float64(100<<20) / 60
 	for _, c := range cases {
