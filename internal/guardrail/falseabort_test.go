@@ -9,7 +9,8 @@ import (
 // TestHealthyHistoriesFromTheSweep: the histories (64 points each, as the
 // State keeps them) of the three evaluations in a row that aborted healthy
 // pods in the full sweep of test/bench/guardrail (make bench-guardrail,
-// 2026-11-28, on its own seeds and on seeds shifted by 5,000,000), before the
+// 2026-11-28, on its own seeds and on seeds shifted by 5,000,000 and
+// 10,000,000), before the
 // rule learnt to tell them from leaks. Each must now
 // be judged no breach (but a fill's, still rising, see below), and the
 // evidence that tripped must be the one that holds back.
@@ -60,6 +61,31 @@ func TestHealthyHistoriesFromTheSweep(t *testing.T) {
 		// a 0.4 GB fill over the next two GCs made three rises in a row: a
 		// rise at every GC of +209 MiB/min.
 		{"low-floor-then-fill-rise.json", "a low floor, then a cache fill over two GCs", evidenceRise, false},
+		// Seeds shifted by 10,000,000 (make bench-guardrail
+		// SEED_OFFSET=10000000, 2026-11-28), never tuned on before:
+		//
+		// Healthy run 181 at 3 % t3 noise: GC exactly every 60 s, 15 s
+		// samples, a 1.4 GB step of the live set at a GC. The GC's drop fell
+		// to 14.7 % (3.42 → 2.92 GB), under dropFrac, so its cycle merged
+		// with the one before and its raised floor was in no reference: the
+		// floors after it (2.93, 2.66 GB) stood 27 σ above a band of
+		// 1.45–1.60 GB, and the raised teeth, noisier at their level, came
+		// out steeper by chance: a jump of +520 MiB/min (hiddenFloor).
+		{"step-hides-gc-jump.json", "a 1.4 GB step hiding its GC", evidenceJump, false},
+		// Healthy run 421, same cell: a 1.7 GB step at a GC whose drop was
+		// 1 % (3.26 → 3.22 GB); the newest floor (3.13 GB) rose 131 MB over
+		// the previous one: a jump of +621 MiB/min.
+		{"step-hides-gc-jump-2.json", "a 1.7 GB step hiding its GC", evidenceJump, false},
+		// Healthy run 522 at 0.3 % t3 noise: GC every 120 s ± 10 %, 30 s
+		// samples (a floor is known to within 0.78 GB), a 1.6 GB cache fill
+		// part-way at one GC. Over 9 floors (1.35, 1.24, 1.32, 1.59, 2.36,
+		// 2.91, 3.17, 3.31, 3.47 GB) the part-way floor 2.36 GB was the
+		// middle third's median and the middle floor of both halves, so the
+		// one fill raised both thirds and both halves, and the floors after
+		// it drifted up with the sampling phase (risesAfterFill's margin
+		// allows that): a floor trend of +150 MiB/min. Halves without a
+		// shared floor leave the first flat.
+		{"fill-middle-floor-trend.json", "a cache fill part-way at the middle floor", evidenceTrend, false},
 	}
 	theta := float64(100<<20) / 60
 	for _, c := range cases {

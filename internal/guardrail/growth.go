@@ -338,7 +338,7 @@ func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, 
 			fill = fillFloors(ft, w.d)
 		}
 		wt, wy := ft[len(ft)-k:], fy[len(fy)-k:]
-		if rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0]) && w.risesAfterFill(wt, wy, fill, slope, margin) {
+		if rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0]) && w.risesAfterFill(wt, wy, fill, slope, margin) && (!sawtooth || w.trendBeyondFill(wt, wy, fill, theta)) {
 			return true, slope
 		}
 	}
@@ -437,6 +437,42 @@ func fillFloors(ft, buf []float64) int {
 		d = append(d, ft[i]-ft[i-1])
 	}
 	return max(1, int(math.Ceil(fillRamp/median(d))))
+}
+
+// trendBeyondFill reports whether the window's floors still trend up faster
+// than theta once the biggest rise one cache fill can make (over fill+1
+// consecutive floors, fillFloors) is taken out: the floors from its top on
+// are lowered by it (into w.c) and the Theil–Sen slope of the whole window
+// is taken again. A leak rises over the rest of the window too; after one
+// fill only the sampling phase and the noise move the floors. With GC every
+// 120 s ± 10 % sampled every 30 s, a floor is known only to within 0.78 GB,
+// and after a 1.6 GB fill part-way at one GC the floors that followed
+// drifted up with the phase by 0.56 GB over three cycles, which
+// risesAfterFill's margin (that width) allows: one fill was a floor trend of
+// +150 MiB/min (0.3 % t3 noise, test/bench/guardrail with seeds shifted by
+// 10,000,000); without the fill the window rose by 50 MB/min. Only for a
+// sawtooth: that margin is the sampling phase's width, which a series
+// without GCs (floors the medians of chunks) does not have, and there one
+// fill's rise over fill+1 chunk medians is most of a slow leak's window
+// (a Go working set's +200 MB/min: p95 +100–140 s).
+func (w *workspace) trendBeyondFill(ft, fy []float64, fill int, theta float64) bool {
+	m := fill + 1
+	best, at := math.Inf(-1), -1
+	for i := 0; i+m < len(fy); i++ {
+		if r := fy[i+m] - fy[i]; r > best {
+			best, at = r, i+m
+		}
+	}
+	if at < 0 || !(best > 0) {
+		return true
+	}
+	adj := append(w.c[:0], fy...)
+	for i := at; i < len(adj); i++ {
+		adj[i] -= best
+	}
+	w.c = adj
+	s, _ := theilSen(ft, adj, nil, w.a)
+	return s > theta
 }
 
 // risesAfterFill reports whether the floors after the window's biggest fill

@@ -29,6 +29,10 @@ func TestSweepFalseAborts(t *testing.T) {
 		{0.01, heapsim.Gaussian, 289, 5_000_000, "periodic cache fills, Go working set: flat steps after a 1.4 GB fill (ramp)"},
 		{0.02, heapsim.Gaussian, 289, 5_000_000, "periodic cache fills, Go working set: flat steps after a 1.4 GB fill (ramp)"},
 		{0.03, heapsim.StudentT3, 41, 5_000_000, "periodic cache fills, GC exactly 60 s: a low floor, then a fill over two GCs (rise)"},
+		// Seeds shifted by 10,000,000 (make bench-guardrail SEED_OFFSET=10000000).
+		{0.03, heapsim.StudentT3, 181, 10_000_000, "steps ≤ 15 % of limit, GC exactly 60 s: a 1.4 GB step hiding its GC (jump)"},
+		{0.03, heapsim.StudentT3, 421, 10_000_000, "steps ≤ 15 % of limit, GC exactly 60 s: a 1.7 GB step hiding its GC (jump)"},
+		{0.003, heapsim.StudentT3, 522, 10_000_000, "periodic cache fills, GC 120 s ± 10 % every 30 s: a fill part-way at the middle floor (floor trend)"},
 	} {
 		if o := healthyRun(c.noise, c.kind, c.run, c.offset, 10*hour).play(); o.breach != nil {
 			t.Errorf("%.1f%% %s run %d, seed offset %d (%s): aborted after %.0f s: %s", 100*c.noise, c.kind, c.run, c.offset, c.what, o.after, o.breach.Message)
