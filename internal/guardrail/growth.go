@@ -338,7 +338,11 @@ func (w *workspace) floorEvidence(sawtooth bool, spacing, theta float64) (bool, 
 			fill = fillFloors(ft, w.d)
 		}
 		wt, wy := ft[len(ft)-k:], fy[len(fy)-k:]
-		if rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0]) && w.risesAfterFill(wt, wy, fill, slope, margin) && (!sawtooth || w.trendBeyondFill(wt, wy, fill, theta)) {
+		if !(rise > margin && w.halvesRise(wt, wy) > margin && biggestJump(wy) < maxJumpShare*slope*(wt[k-1]-wt[0])) {
+			continue
+		}
+		filled, at := biggestFill(wy, fill)
+		if w.risesAfterFill(wt, wy, at, slope, margin) && (!sawtooth || w.trendBeyondFill(wt, wy, filled, at, theta)) {
 			return true, slope
 		}
 	}
@@ -440,8 +444,8 @@ func fillFloors(ft, buf []float64) int {
 }
 
 // trendBeyondFill reports whether the window's floors still trend up faster
-// than theta once the biggest rise one cache fill can make (over fill+1
-// consecutive floors, fillFloors) is taken out: the floors from its top on
+// than theta once the biggest rise one cache fill can make (biggestFill:
+// filled, ending at floor at) is taken out: the floors from its top on
 // are lowered by it (into w.c) and the Theil–Sen slope of the whole window
 // is taken again. A leak rises over the rest of the window too; after one
 // fill only the sampling phase and the noise move the floors. With GC every
@@ -455,24 +459,31 @@ func fillFloors(ft, buf []float64) int {
 // without GCs (floors the medians of chunks) does not have, and there one
 // fill's rise over fill+1 chunk medians is most of a slow leak's window
 // (a Go working set's +200 MB/min: p95 +100–140 s).
-func (w *workspace) trendBeyondFill(ft, fy []float64, fill int, theta float64) bool {
-	m := fill + 1
-	best, at := math.Inf(-1), -1
-	for i := 0; i+m < len(fy); i++ {
-		if r := fy[i+m] - fy[i]; r > best {
-			best, at = r, i+m
-		}
-	}
-	if at < 0 || !(best > 0) {
+func (w *workspace) trendBeyondFill(ft, fy []float64, filled float64, at int, theta float64) bool {
+	if at < 0 || !(filled > 0) {
 		return true
 	}
 	adj := append(w.c[:0], fy...)
 	for i := at; i < len(adj); i++ {
-		adj[i] -= best
+		adj[i] -= filled
 	}
 	w.c = adj
 	s, _ := theilSen(ft, adj, nil, w.a)
 	return s > theta
+}
+
+// biggestFill is the biggest rise over fill+1 consecutive floors of fy (as
+// much as one cache fill can span, fillFloors) and the index of the floor it
+// ends at; -1 when fy has no fill+2 floors.
+func biggestFill(fy []float64, fill int) (rise float64, at int) {
+	m := fill + 1
+	rise, at = math.Inf(-1), -1
+	for i := 0; i+m < len(fy); i++ {
+		if r := fy[i+m] - fy[i]; r > rise {
+			rise, at = r, i+m
+		}
+	}
+	return rise, at
 }
 
 // risesAfterFill reports whether the floors after the window's biggest fill
@@ -485,19 +496,12 @@ func (w *workspace) trendBeyondFill(ft, fy []float64, fill int, theta float64) b
 // can clear the margin, while no single rise is big enough for maxJumpShare
 // (a 1.5 GB fill over 35 s at GC every 90 s ± 10 %, 0.3 % noise,
 // test/bench/guardrail, was aborted so). A leak keeps rising after any of
-// its spans: the floors after the biggest rise over fill+1 floors (when at
+// its spans: the floors from at, where the biggest fill ends (when at
 // least minAfterFill of them follow it) must rise, by their Theil–Sen slope
 // over their span, to within the margin of what the trend's slope makes of
 // that span. After a fill they stay flat, short of it by the fill's share of
 // the trend.
-func (w *workspace) risesAfterFill(ft, fy []float64, fill int, slope, margin float64) bool {
-	m := fill + 1
-	best, at := math.Inf(-1), -1
-	for i := 0; i+m < len(fy); i++ {
-		if r := fy[i+m] - fy[i]; r > best {
-			best, at = r, i+m
-		}
-	}
+func (w *workspace) risesAfterFill(ft, fy []float64, at int, slope, margin float64) bool {
 	if at < 0 || len(fy)-at < minAfterFill {
 		return true
 	}

@@ -169,7 +169,8 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	if len(fy) < minRefTeeth {
 		return verdict{}, false
 	}
-	lag := w.phaseLag(ft, w.ct[th[k].lo], spacing)
+	period := w.floorPeriod(ft)
+	lag := w.phaseLag(ft, period, w.ct[th[k].lo], spacing)
 	ref := w.reference(0, th[k-1].lo)
 	if ref.chunks < minRefTeeth || !(ref.rate > 0) {
 		return verdict{}, false
@@ -193,7 +194,6 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 		recent = math.Max(recent, v)
 	}
 	// So does the floor a step hid in a newest reference cycle (hiddenFloor).
-	period := w.floorPeriod(ft)
 	for _, x := range th[max(0, k-1-recentFloors) : k-1] {
 		if v, _, ok := w.hiddenFloor(x, period); ok {
 			recent = math.Max(recent, v)
@@ -255,9 +255,10 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 }
 
 // phaseLag is how many seconds later in its GC cycle the floor at t was
-// sampled than the reference floors at ft were, when they all sit at one phase
-// of their cycles; 0 when it is within scrape jitter (a quarter interval) of
-// theirs, earlier, or when the reference floors sit at no common phase.
+// sampled than the reference floors at ft (period apart: floorPeriod) were,
+// when they all sit at one phase of their cycles; 0 when it is within scrape
+// jitter (a quarter interval) of theirs, earlier, or when the reference
+// floors sit at no common phase.
 //
 // With a GC period that is a multiple of the interval, every floor is the
 // first sample after its GC at the same phase, and the band of the floors is
@@ -282,8 +283,7 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 // the phase already reaches. Measured cost (make bench-guardrail at seed
 // offsets 0, 5,000,000 and 10,000,000): up to 14 s at p50 in a few drifting
 // cells at 3 % noise, at most 4 s at p95.
-func (w *workspace) phaseLag(ft []float64, t, spacing float64) float64 {
-	period := w.floorPeriod(ft)
+func (w *workspace) phaseLag(ft []float64, period, t, spacing float64) float64 {
 	if !(period > 0) {
 		return 0
 	}

@@ -111,7 +111,8 @@ func (w *workspace) riseEvidence(spacing, theta float64) (verdict, bool) {
 	// noise: floors 1.59, 1.36, 1.58, 1.81, 2.02 GB over a band of
 	// 1.52–1.63 GB, test/bench/guardrail with seeds shifted by 5,000,000).
 	// From a floor inside the band the test is unchanged.
-	prev := math.Max(fy[win], lowest)
+	start := math.Max(fy[win], lowest)
+	prev := start
 	for i := win + 1; i < len(fy); i++ {
 		rise := fy[i] - prev
 		if !(rise > width+riseSigmas*math.Sqrt2*relNoise*fy[i]) || ft[i]-ft[i-1] > 1.5*period {
@@ -121,7 +122,7 @@ func (w *workspace) riseEvidence(spacing, theta float64) (verdict, bool) {
 	}
 	// A leak adds about the same at every GC (the first rise may be part of a
 	// cycle); one fill of a cache, or a step with noise on top, does not.
-	least, most := math.Inf(1), fy[win+1]-math.Max(fy[win], lowest)
+	least, most := math.Inf(1), fy[win+1]-start
 	for i := win + 2; i < len(fy); i++ {
 		least = math.Min(least, fy[i]-fy[i-1])
 		most = math.Max(most, fy[i]-fy[i-1])
@@ -130,7 +131,7 @@ func (w *workspace) riseEvidence(spacing, theta float64) (verdict, bool) {
 		return verdict{}, false
 	}
 	n := len(fy)
-	rate := (fy[n-1] - math.Max(fy[win], lowest)) / (ft[n-1] - ft[win])
+	rate := (fy[n-1] - start) / (ft[n-1] - ft[win])
 	if !(rate > theta) {
 		return verdict{}, false
 	}
