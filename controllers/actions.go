@@ -350,9 +350,7 @@ func (r *PerfExperimentReconciler) recordIntent(ctx context.Context, s *scope, p
 	if err := r.patchStatusFrom(ctx, s.before, next); err != nil {
 		return err
 	}
-	s.before.ResourceVersion = next.ResourceVersion
-	s.before.Status.Toggle.Pods = pods
-	s.before.Status.Toggle.Variant = variant
+	s.before = next // not changed in place: the base read is the cache's
 	s.exp.ResourceVersion = next.ResourceVersion
 	return nil
 }

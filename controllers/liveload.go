@@ -10,10 +10,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/engine"
 	"perfexp.dev/perf-operator/internal/k6"
 )
@@ -28,17 +26,13 @@ type liveReading struct {
 // readLive reads the live counters of every running k6 pod of the experiment,
 // all at once and bounded by k6.LiveTimeout, so a sample never holds the
 // reconcile for long. A pod that does not answer is left out of this sample.
-// The pods come from the operator's cache (k6 pods carry the experiment's
-// label); the reads are HTTP requests to pod IPs, as for an http toggle.
-func (r *PerfExperimentReconciler) readLive(ctx context.Context, exp *perfv1.PerfExperiment, p *pending) []engine.LiveLoad {
-	var pods corev1.PodList
-	// Read only: the cached pods themselves, not deep copies.
-	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), client.MatchingFields{experimentIndex: exp.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
+// The pods are the reconcile's (observeJobs: the operator's cache, where k6
+// pods carry the experiment's label); the reads are HTTP requests to pod IPs,
+// as for an http toggle.
+func (r *PerfExperimentReconciler) readLive(ctx context.Context, pods []*corev1.Pod, p *pending) []engine.LiveLoad {
 	var running []*corev1.Pod
-	for i := range pods.Items {
-		if pod := &pods.Items[i]; k6Running(pod) {
+	for _, pod := range pods {
+		if k6Running(pod) {
 			running = append(running, pod)
 		}
 	}
@@ -49,24 +43,31 @@ func (r *PerfExperimentReconciler) readLive(ctx context.Context, exp *perfv1.Per
 	ctx, cancel := context.WithTimeout(ctx, k6.LiveTimeout)
 	defer cancel()
 	got := make([]*liveReading, len(running))
-	var wg sync.WaitGroup
-	for i, pod := range running {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// The time of the read itself, not of the reconcile: the metrics
-			// query before it may have taken seconds, and the achieved rate is
-			// counts over the time between two reads.
-			at := r.Clock.Now()
-			l, err := r.LoadAPI.Read(ctx, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(k6.APIPort)))
-			if err != nil {
-				log.FromContext(ctx).V(1).Info("live k6 counters unavailable", "pod", pod.Name, "error", err.Error())
-				return
-			}
-			got[i] = &liveReading{at: at, counts: l}
-		}()
+	read := func(i int, pod *corev1.Pod) {
+		// The time of the read itself, not of the reconcile: the metrics
+		// query before it may have taken seconds, and the achieved rate is
+		// counts over the time between two reads.
+		at := r.Clock.Now()
+		l, err := r.LoadAPI.Read(ctx, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(k6.APIPort)))
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("live k6 counters unavailable", "pod", pod.Name, "error", err.Error())
+			return
+		}
+		got[i] = &liveReading{at: at, counts: l}
 	}
-	wg.Wait()
+	if len(running) == 1 {
+		read(0, running[0]) // most windows run one k6 pod: no goroutine for it
+	} else {
+		var wg sync.WaitGroup
+		for i, pod := range running {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				read(i, pod)
+			}()
+		}
+		wg.Wait()
+	}
 	seen := map[string]liveReading{}
 	var out []engine.LiveLoad
 	for i, pod := range running {

@@ -15,12 +15,13 @@ import (
 // source the same way (spec.metrics and the container name equal) share their
 // metrics queries: one fetch asks for every pod these experiments sampled
 // lately, and an experiment whose pods the last fetch covered takes its
-// samples from it while it is younger than a third of the interval. A
-// thousand experiments sampling every 15 s then cost the source a few queries
-// per interval instead of three thousand. An answer up to a third of an
-// interval old extends each sample's Window by its age, so a window never
-// counts load from before it began; a guardrail sees a breach at most that
-// much later. A failed shared fetch is not reused: the experiment then queries
+// samples from it while it is younger than a third of the interval, or
+// when it was fetched after their sample fell due. Each sample is stamped with
+// its fetch's time, and the next falls due an interval after it, so the
+// experiments of a group keep one cadence: a thousand experiments sampling
+// every 15 s cost the source one query of each kind per interval instead of
+// three thousand. A guardrail sees a breach at most a third of an interval
+// later than at its own query. A failed shared fetch is not reused: the experiment then queries
 // alone, so one target's bad series cannot fail its neighbours' samples.
 type sharedMetrics struct {
 	mu     sync.Mutex
@@ -131,53 +132,78 @@ func (m *sharedMetrics) wrap(prov metrics.Provider, exp *perfv1.PerfExperiment, 
 
 func (s *sharedProvider) Name() string { return s.inner.Name() }
 
-// Sample answers from the group's last fetch when it is fresh and covers
-// t.Pods, queries alone when it is fresh but lacks t's pods, and otherwise
-// fetches for the whole group; it falls back to a query of its own when the
-// shared fetch fails.
+// Sample answers as sampleAt does, for a sample due now: the values are
+// stamped by the caller, so an answer's age extends each sample's Window.
 func (s *sharedProvider) Sample(ctx context.Context, t metrics.Target) ([]metrics.Sample, error) {
+	got, at, err := s.sampleAt(ctx, t, time.Time{})
+	if err != nil || at.IsZero() {
+		return got, err
+	}
+	age := s.now().Sub(at)
+	for i := range got {
+		got[i].Window += age
+	}
+	return got, nil
+}
+
+// sampleAt answers from the group's last fetch when it serves a sample due at
+// due and covers t.Pods, queries alone when it would serve but lacks t's
+// pods, and otherwise fetches for the whole group; it falls back to a query of
+// its own when the shared fetch fails. at is when a shared answer was fetched
+// (the instant its values describe); the zero time for a query of its own.
+//
+// An answer serves a sample while it is younger than maxAge, or when it was
+// fetched after the sample fell due: a sample taken late (behind a busy
+// queue) is on time with the fetch its group made when it was due, and, stamped
+// with that fetch's time, stays on the group's cadence instead of starting a
+// second fetch per interval (docs/scale.md).
+func (s *sharedProvider) sampleAt(ctx context.Context, t metrics.Target, due time.Time) ([]metrics.Sample, time.Time, error) {
 	if len(t.Pods) == 0 {
-		return s.inner.Sample(ctx, t)
+		got, err := s.inner.Sample(ctx, t)
+		return got, time.Time{}, err
 	}
 	g := s.group
 	select {
 	case g.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, time.Time{}, ctx.Err()
 	}
 	now := s.now()
 	for _, p := range t.Pods {
 		g.wanted[p] = now
 	}
-	fresh := now.Sub(g.at) < s.maxAge
+	fresh := !g.at.IsZero() && (now.Sub(g.at) < s.maxAge || (!due.IsZero() && !g.at.Before(due)))
 	if fresh && !covers(g.asked, t.Pods) {
 		// A new experiment (or a new pod) queries alone this once; the next
 		// shared fetch includes it. Refetching for everyone here would make
 		// N experiments starting together cost N fetches of up to N pods.
 		<-g.sem
-		return s.inner.Sample(ctx, t)
+		got, err := s.inner.Sample(ctx, t)
+		return got, time.Time{}, err
 	}
 	defer func() { <-g.sem }()
 	if !fresh {
 		if err := s.fetch(ctx, t, now); err != nil {
-			return s.inner.Sample(ctx, t)
+			got, err := s.inner.Sample(ctx, t)
+			return got, time.Time{}, err
 		}
 	}
-	age := now.Sub(g.at)
 	var out []metrics.Sample
 	for _, p := range t.Pods {
 		if smp, ok := g.got[p]; ok {
-			smp.Window += age
 			out = append(out, smp)
 		}
 	}
-	return out, nil
+	return out, g.at, nil
 }
 
 // joinNext adds t's pods to the group's next fetch and returns when it is
-// due, if the last fetch is fresh and lacks them (Sample would query alone);
-// the zero time otherwise. A sample taken then finds the pods in a fetch made
-// since, or makes that fetch itself, for the whole group.
+// due, when the group fetches on a cadence that the sample would otherwise
+// leave: the last answer is less than an interval old and does not serve t
+// (too old, or lacking its pods). A sample taken then finds the pods in the
+// fetch the group's next due sample makes, or makes that fetch itself. The
+// zero time when the sample can be taken now: no fetch yet, the next one due,
+// or the last answer serves it.
 func (s *sharedProvider) joinNext(ctx context.Context, t metrics.Target) time.Time {
 	if len(t.Pods) == 0 {
 		return time.Time{}
@@ -190,13 +216,14 @@ func (s *sharedProvider) joinNext(ctx context.Context, t metrics.Target) time.Ti
 	}
 	defer func() { <-g.sem }()
 	now := s.now()
-	if now.Sub(g.at) >= s.maxAge || covers(g.asked, t.Pods) {
+	next := g.at.Add(s.interval)
+	if g.at.IsZero() || !now.Before(next) || (now.Sub(g.at) < s.maxAge && covers(g.asked, t.Pods)) {
 		return time.Time{}
 	}
 	for _, p := range t.Pods {
 		g.wanted[p] = now
 	}
-	return g.at.Add(s.maxAge)
+	return next
 }
 
 // fetch queries every pod asked for lately, t's included.

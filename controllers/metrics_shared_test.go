@@ -163,8 +163,8 @@ func TestSharedMetricsANewcomerJoinsTheNextFetch(t *testing.T) {
 	}
 	now = now.Add(2 * time.Second)
 	due := b.joinNext(ctx, target("b-1"))
-	if want := time.Unix(1005, 0); !due.Equal(want) {
-		t.Fatalf("b waits until %v, want %v (the answer is 5 s fresh)", due, want)
+	if want := time.Unix(1015, 0); !due.Equal(want) {
+		t.Fatalf("b waits until %v, want %v (the group's next fetch, an interval after its last)", due, want)
 	}
 	if len(inner.calls) != 1 {
 		t.Fatalf("joining queried: %v", inner.calls)
@@ -180,5 +180,56 @@ func TestSharedMetricsANewcomerJoinsTheNextFetch(t *testing.T) {
 	now = now.Add(time.Second)
 	if due := b.joinNext(ctx, target("b-1")); !due.IsZero() {
 		t.Errorf("covered pods wait until %v", due)
+	}
+}
+
+// A sample taken late, behind a busy queue, is answered by the fetch its group
+// made after it fell due, stamped with that fetch's time, instead of fetching
+// again: the group keeps one fetch per interval.
+func TestSharedMetricsALateSampleKeepsTheGroupsCadence(t *testing.T) {
+	exp := func(name string) *perfv1.PerfExperiment {
+		return &perfv1.PerfExperiment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			Spec: perfv1.PerfExperimentSpec{Metrics: perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prom"}}}}
+	}
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	inner := &countingProvider{}
+	var m sharedMetrics
+	a := m.wrap(inner, exp("a"), "app", clock).(*sharedProvider)
+	b := m.wrap(inner, exp("b"), "app", clock).(*sharedProvider)
+	ctx := context.Background()
+	target := func(pods ...string) metrics.Target {
+		return metrics.Target{Namespace: "shop", Pods: pods, Container: "app"}
+	}
+	if _, at, err := a.sampleAt(ctx, target("a-1"), time.Time{}); err != nil || !at.Equal(now) {
+		t.Fatalf("first fetch at %v, %v", at, err)
+	}
+	now = time.Unix(1002, 0)
+	due := b.joinNext(ctx, target("b-1")) // b's first sample waits for the group's next fetch
+	if !due.Equal(time.Unix(1015, 0)) {
+		t.Fatalf("b joins at %v", due)
+	}
+	now = time.Unix(1016, 0) // a is on time
+	if _, at, err := a.sampleAt(ctx, target("a-1"), due); err != nil || !at.Equal(now) {
+		t.Fatalf("a's second sample at %v, %v: want a fetch now", at, err)
+	}
+	now = time.Unix(1023, 0) // b comes 8 s late: the answer is 7 s old, past maxAge
+	got, at, err := b.sampleAt(ctx, target("b-1"), due)
+	if err != nil || len(got) != 1 || got[0].Window != time.Minute {
+		t.Fatalf("b's late sample: %+v, %v", got, err)
+	}
+	if want := time.Unix(1016, 0); !at.Equal(want) {
+		t.Errorf("b's late sample is stamped %v, want the fetch's %v", at, want)
+	}
+	if want := [][]string{{"a-1"}, {"a-1", "b-1"}}; !slices.EqualFunc(inner.calls, want, slices.Equal) {
+		t.Errorf("fetches %v, want %v: two intervals, two fetches", inner.calls, want)
+	}
+	// Due after the last fetch, which is stale: fetched again.
+	now = time.Unix(1032, 0)
+	if _, at, err := b.sampleAt(ctx, target("b-1"), time.Unix(1031, 0)); err != nil || !at.Equal(now) {
+		t.Errorf("a sample due after the last fetch, stale: stamped %v, %v; want a fetch now", at, err)
+	}
+	if len(inner.calls) != 3 {
+		t.Errorf("fetches %v: want a third", inner.calls)
 	}
 }

@@ -40,7 +40,7 @@ func (r *PerfExperimentReconciler) observe(ctx context.Context, exp *perfv1.Perf
 			return s, err
 		}
 	}
-	if s.obs.Jobs, err = r.observeJobs(ctx, exp); err != nil {
+	if s.obs.Jobs, s.k6Pods, err = r.observeJobs(ctx, exp); err != nil {
 		return s, err
 	}
 	pending := exp.Status.Phase == "" || exp.Status.Phase == perfv1.PhasePending
@@ -67,13 +67,15 @@ func (r *PerfExperimentReconciler) observe(ctx context.Context, exp *perfv1.Perf
 
 // target reads the target Deployment: from the cache when this experiment holds
 // it (it then carries the experiment's label), otherwise uncached, unless the
-// experiment has let it go (letGo). nil when absent or let go.
+// experiment has let it go (letGo). nil when absent or let go. A cached target
+// shares its maps and slices with the cache (CacheOptions): read it, or copy
+// it before a change.
 func (r *PerfExperimentReconciler) target(ctx context.Context, exp *perfv1.PerfExperiment) (*appsv1.Deployment, error) {
 	key := client.ObjectKey{Namespace: exp.Namespace, Name: exp.Spec.Target.Deployment}
-	dep := &appsv1.Deployment{}
-	err := r.Get(ctx, key, dep)
-	if err == nil && dep.Labels[perfv1.LabelExperiment] == exp.Name {
-		return dep, nil
+	cached := &appsv1.Deployment{}
+	err := r.Get(ctx, key, cached)
+	if err == nil && cached.Labels[perfv1.LabelExperiment] == exp.Name {
+		return cached, nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
@@ -81,6 +83,9 @@ func (r *PerfExperimentReconciler) target(ctx context.Context, exp *perfv1.PerfE
 	if letGo(exp) {
 		return nil, nil
 	}
+	// A fresh object: decoding into the cached one would write into the
+	// cache's maps.
+	dep := &appsv1.Deployment{}
 	if err := r.APIReader.Get(ctx, key, dep); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -235,22 +240,25 @@ func rolloutOf(dep *appsv1.Deployment) engine.Rollout {
 	return r
 }
 
-// observeJobs reads the experiment's k6 Jobs and their pods from the caches.
-// Both lists are only read (jobView), so they share the cached objects instead
-// of deep copies: every reconcile makes them.
-func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.PerfExperiment) (map[string]*engine.Job, error) {
+// observeJobs reads the experiment's k6 Jobs and their pods from the caches,
+// and returns the pods too (the live load checks read them). Both lists are
+// only read (jobView, readLive), so they share the cached objects instead of
+// deep copies: every reconcile makes them.
+func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.PerfExperiment) (map[string]*engine.Job, []*corev1.Pod, error) {
 	sel := client.MatchingFields{experimentIndex: exp.Name}
 	var jobs batchv1.JobList
 	if err := r.List(ctx, &jobs, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	all := make([]*corev1.Pod, len(pods.Items))
 	byJob := map[string][]*corev1.Pod{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		all[i] = p
 		byJob[p.Labels[batchv1.JobNameLabel]] = append(byJob[p.Labels[batchv1.JobNameLabel]], p)
 	}
 	out := map[string]*engine.Job{}
@@ -261,7 +269,7 @@ func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.
 		}
 		out[j.Name] = jobView(j, byJob[j.Name])
 	}
-	return out, nil
+	return out, all, nil
 }
 
 // jobView turns a Job and its pods into what the engine needs: when the load was

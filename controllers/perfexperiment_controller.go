@@ -82,19 +82,23 @@ type PerfExperimentReconciler struct {
 // Reconcile observes one experiment, lets the engine decide, acts, and records
 // the outcome, whatever it was, in one status patch (summarize).
 func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	exp := &perfv1.PerfExperiment{}
-	if err := r.Get(ctx, req.NamespacedName, exp); err != nil {
+	// before is the experiment as persisted, the base of the status patch: the
+	// cache's own (CacheOptions), only read. exp is the copy the reconcile
+	// decides on and changes.
+	before := &perfv1.PerfExperiment{}
+	if err := r.Get(ctx, req.NamespacedName, before); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	exp := before.DeepCopy()
 	if exp.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(exp, perfv1.Finalizer) {
 		// The finalizer goes on before anything is touched, so deletion always
 		// passes through cleanup; the run then starts in the same reconcile.
 		if err := r.Update(ctx, exp); err != nil {
 			return ctrl.Result{}, err
 		}
+		before = exp.DeepCopy()
 	}
-	exp.Default()
-	before := exp.DeepCopy()
+	exp.Default() // the spec's defaults; before's spec is never read
 
 	s, err := r.observe(ctx, exp, before)
 	if err != nil {

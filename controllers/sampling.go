@@ -155,13 +155,13 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 	key := client.ObjectKeyFromObject(exp)
 	p := r.samples.get(key)
 	now := obs.Now
-	if engine.SampleDue(exp, p.last, now) {
+	if due, ok := engine.NextSample(exp, p.last); ok && !now.Before(due) {
 		if p.podNames == nil || p.stale || p.sinceList >= RefreshPodsEvery || p.listedAt != podSetOf(s.target) {
 			r.refreshPods(ctx, s, p)
 		}
 		p.stale = false
 		err := r.ensureProvider(ctx, s, p)
-		if err == nil && p.taken == 0 && !p.joined {
+		if err == nil && p.taken == 0 && !p.joined && !toggleOn(&exp.Status) {
 			p.joined = true
 			if due, interval := r.joinShared(ctx, s, p); due.After(now) {
 				// The first sample waits for the next shared fetch instead of
@@ -172,15 +172,16 @@ func (r *PerfExperimentReconciler) sample(ctx context.Context, s *scope) {
 				return
 			}
 		}
+		at := now
 		if err == nil {
-			err = r.takeSample(ctx, s, p, now)
+			at, err = r.takeSample(ctx, s, p, now, due)
 		}
 		if err != nil {
 			p.failures = append(p.failures, engine.SampleFailure{Time: now, Message: err.Error()})
 		}
 		// The load is judged with every sample, on the readings of this one.
-		obs.Live = r.readLive(ctx, exp, p)
-		p.last = now
+		obs.Live = r.readLive(ctx, s.k6Pods, p)
+		p.last = at
 		p.taken++
 		p.unflushed++
 		p.sinceList++
@@ -227,8 +228,9 @@ func (r *PerfExperimentReconciler) ensureProvider(ctx context.Context, s *scope,
 // time when the sample can be taken now without a query of its own (or
 // sharing is off). An experiment's first sample would otherwise query alone: at N=1000
 // those were nearly all the metrics queries (docs/scale.md). The wait is at
-// most a third of the interval, before any toggle (only the first sample of a
-// run, or of a restarted operator, waits).
+// most one interval, to the group's next fetch, and never while a toggle is
+// on: only the first sample of a run, or of a restarted operator before its
+// run's toggle went on, waits.
 func (r *PerfExperimentReconciler) joinShared(ctx context.Context, s *scope, p *pending) (time.Time, time.Duration) {
 	sp, ok := p.provider.(*sharedProvider)
 	if !ok || s.target == nil {
@@ -237,24 +239,37 @@ func (r *PerfExperimentReconciler) joinShared(ctx context.Context, s *scope, p *
 	return sp.joinNext(ctx, metrics.Target{Namespace: s.exp.Namespace, Pods: p.podNames, Container: s.container}), sp.interval
 }
 
-func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *pending, now time.Time) error {
+// takeSample queries the metrics for a sample due at due and returns its
+// instant: now, or the time of the shared fetch it was answered from
+// (sharedProvider.sampleAt), on the operator's clock either way.
+func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *pending, now, due time.Time) (time.Time, error) {
 	exp := s.exp
 	if s.target == nil {
-		return fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)
+		return now, fmt.Errorf("the target Deployment %q is gone", exp.Spec.Target.Deployment)
 	}
 	t := metrics.Target{Namespace: exp.Namespace, Pods: p.podNames, PodSelector: s.selector.String(), Container: s.container}
 	qctx, cancel := context.WithTimeout(ctx, SampleTimeout)
 	defer cancel()
-	got, err := p.provider.Sample(qctx, t)
+	var got []metrics.Sample
+	var err error
+	at := now
+	if sp, ok := p.provider.(*sharedProvider); ok {
+		var fetched time.Time
+		if got, fetched, err = sp.sampleAt(qctx, t, due); !fetched.IsZero() {
+			at = fetched
+		}
+	} else {
+		got, err = p.provider.Sample(qctx, t)
+	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", p.provider.Name(), err)
+		return now, fmt.Errorf("%s: %w", p.provider.Name(), err)
 	}
 	if len(got) == 0 {
 		p.stale = true
-		return fmt.Errorf("%s returned no samples for the target's pods", p.provider.Name())
+		return now, fmt.Errorf("%s returned no samples for the target's pods", p.provider.Name())
 	}
 	for i := range got {
-		got[i].Time = now // one instant per sample, on the operator's clock
+		got[i].Time = at // one instant per sample, on the operator's clock
 	}
 	for _, smp := range got {
 		if !slices.Contains(p.podNames, smp.Pod) {
@@ -266,7 +281,7 @@ func (r *PerfExperimentReconciler) takeSample(ctx context.Context, s *scope, p *
 	if len(complete) > len(got) {
 		p.stale = true
 	}
-	return nil
+	return at, nil
 }
 
 // refreshPods lists the target's pods (through the scope: once per reconcile)

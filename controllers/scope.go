@@ -37,6 +37,10 @@ type scope struct {
 	// or the template's first.
 	container string
 	obs       engine.Observed
+	// k6Pods are the experiment's k6 pods as cached, read once (observeJobs)
+	// for the Jobs' views and the live load checks: shared with the cache,
+	// read only.
+	k6Pods []*corev1.Pod
 
 	pods     []corev1.Pod
 	podsRead bool

@@ -61,3 +61,57 @@ func TestStatusPatchWritesTheStatusUnderTheOptimisticLock(t *testing.T) {
 		t.Error("a base without resourceVersion was patched without the lock")
 	}
 }
+
+// mergePatch makes the patch jsonpatch.CreateMergePatch makes, member for
+// member, and applying it gives the new document.
+func TestMergePatchIsCreateMergePatch(t *testing.T) {
+	cases := []struct{ name, before, after string }{
+		{"unchanged", `{"a":1,"w":[{"x":1}],"t":{"p":["a"]}}`, `{"a":1,"w":[{"x":1}],"t":{"p":["a"]}}`},
+		{"scalar changed, added, removed", `{"a":1,"b":"x"}`, `{"a":2,"c":true}`},
+		{"list changed is sent whole", `{"w":[{"x":1},{"x":2}]}`, `{"w":[{"x":1},{"x":3}]}`},
+		{"nested member removed", `{"t":{"applied":true,"pods":["a","b"],"at":"now"}}`, `{"t":{"applied":false,"pods":["a","b"]}}`},
+		{"nested twice", `{"m":{"r":{"a":1,"b":2},"c":3}}`, `{"m":{"r":{"a":1},"c":3}}`},
+		{"object to scalar and back", `{"a":{"x":1},"b":2}`, `{"a":null,"b":{"y":1}}`},
+		{"new object with a null inside", `{}`, `{"a":{"x":null,"y":1}}`},
+		{"empty to full", `{}`, `{"phase":"Baseline","windows":[{"stage":0}]}`},
+		{"full to empty", `{"phase":"Baseline","windows":[{"stage":0}]}`, `{}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := mergePatch([]byte(c.before), []byte(c.after))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := jsonpatch.CreateMergePatch([]byte(c.before), []byte(c.after))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !jsonEqual(t, got, want) {
+				t.Errorf("patch %s, CreateMergePatch makes %s", got, want)
+			}
+			applied, err := jsonpatch.MergePatch([]byte(c.before), got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantApplied, err := jsonpatch.MergePatch([]byte(c.before), want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !jsonEqual(t, applied, wantApplied) {
+				t.Errorf("applied: %s, want %s", applied, wantApplied)
+			}
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return equality.Semantic.DeepEqual(x, y)
+}

@@ -27,11 +27,18 @@ func samplingPhase(p perfv1.Phase) bool {
 // experiment is in a sampling phase and an interval has passed since the last
 // sample, persisted or pending (last; zero when none is pending).
 func SampleDue(exp *perfv1.PerfExperiment, last time.Time, now time.Time) bool {
-	if !samplingPhase(exp.Status.Phase) || !exp.DeletionTimestamp.IsZero() {
-		return false
-	}
-	next, ok := nextSample(&exp.Spec, &exp.Status, last)
+	next, ok := NextSample(exp, last)
 	return ok && !now.Before(next)
+}
+
+// NextSample is when the experiment's next sample is due (the zero time: at
+// once); ok is false when it takes none (not sampling, being deleted, or no
+// usable interval).
+func NextSample(exp *perfv1.PerfExperiment, last time.Time) (time.Time, bool) {
+	if !samplingPhase(exp.Status.Phase) || !exp.DeletionTimestamp.IsZero() {
+		return time.Time{}, false
+	}
+	return nextSample(&exp.Spec, &exp.Status, last)
 }
 
 // nextSample is when the next sample is due: an interval after the newest one,
