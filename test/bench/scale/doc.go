@@ -6,7 +6,8 @@
 // The test plays the rest of the cluster: the Deployment controller (targets
 // roll out at once), the Job controller and kubelet (a k6 Job's pod starts at
 // once and ends with a valid k6 summary in its termination message when its
-// window has elapsed, on the real clock), the target pods' admin endpoints
+// window has elapsed, on the real clock), the garbage collector (a deleted
+// Job's pods are deleted within a second), the target pods' admin endpoints
 // (one small HTTP server per loopback address 127.x.y.z; the first target's
 // never answers), and Prometheus (an in-process server answering the query
 // API, whose working set for one target jumps above the memory guardrail at a

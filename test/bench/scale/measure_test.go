@@ -39,21 +39,34 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
-// procRSS returns a process's resident set size in bytes.
-func procRSS(pid int) (int64, error) {
+// procRSS returns a process's resident set size in bytes, and of it the pages
+// of files (the binary's text and read-only data, the largest share) and the
+// anonymous ones (the Go heap, stacks and runtime).
+func procRSS(pid int) (rss, file, anon int64, err error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	defer f.Close()
+	fields := map[string]*int64{"VmRSS:": &rss, "RssFile:": &file, "RssAnon:": &anon}
+	seen := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
+		for k, v := range fields {
+			if rest, ok := strings.CutPrefix(sc.Text(), k); ok {
+				kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				if err != nil {
+					return 0, 0, 0, err
+				}
+				*v = kb << 10
+				seen++
+			}
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	if seen != len(fields) {
+		return 0, 0, 0, fmt.Errorf("no VmRSS, RssFile or RssAnon in /proc/%d/status", pid)
+	}
+	return rss, file, anon, nil
 }
 
 func loadAvg() string {

@@ -240,6 +240,10 @@ func TestScale(t *testing.T) {
 
 	m := startManager(t, bin, kubeconfig, dir)
 	loadStart := loadAvg()
+	// Whole runs: from before the first experiment is created until the last
+	// has ended, every run's start and ending are in, once each, whatever the
+	// machine's pace; the steady window below holds only part of the endings.
+	wholeFrom := m.snapshot(ctx, core, &own, ownKinds, prom, admins)
 
 	// Create the experiments: the hanging one and the breached one first, so
 	// their toggles go on close together.
@@ -324,6 +328,9 @@ func TestScale(t *testing.T) {
 			}
 			res.loadEnd = loadAvg()
 			res.endedInWindow = terminal
+		}
+		if terminal == p.n && res.whole.at.IsZero() {
+			res.whole = m.snapshot(ctx, core, &own, ownKinds, prom, admins).minus(wholeFrom)
 		}
 		if terminal == p.n && !res.steady.at.IsZero() {
 			res.phases = map[string]int{}
@@ -459,9 +466,11 @@ func (m *managerProc) snapshot(ctx context.Context, core *kubernetes.Clientset, 
 
 // sampleGauges records the manager's RSS and goroutines, keeping the peaks.
 func (m *managerProc) sampleGauges(r *result) {
-	if rss, err := procRSS(m.cmd.Process.Pid); err == nil {
+	if rss, file, anon, err := procRSS(m.cmd.Process.Pid); err == nil {
 		r.rss = rss
-		r.rssMax = max(r.rssMax, rss)
+		if rss > r.rssMax {
+			r.rssMax, r.rssFileAtMax, r.rssAnonAtMax = rss, file, anon
+		}
 	}
 	if mt, err := scrapeURL(m.metrics); err == nil {
 		r.heapMax = max(r.heapMax, int64(mt.sum("go_memstats_heap_inuse_bytes")))
@@ -472,9 +481,12 @@ func (m *managerProc) sampleGauges(r *result) {
 }
 
 type result struct {
-	p                         params
-	loadStart, loadEnd        string
-	rss, rssMax               int64
+	p                          params
+	loadStart, loadEnd         string
+	rss, rssMax                int64
+	rssFileAtMax, rssAnonAtMax int64
+	// whole is creation → every experiment ended.
+	whole                     snapshot
 	heapMax                   int64
 	goroutines, goroutinesMax int
 	steady                    snapshot
@@ -515,6 +527,7 @@ func (r *result) print(t *testing.T) {
 		d = 1
 	}
 	row("manager RSS (end of window / peak)", fmt.Sprintf("%.1f / %.1f MB", mb(r.rss), mb(r.rssMax)), "≤ 80 MB", mb(r.rssMax) <= 80)
+	row("  files (binary) / anonymous, at the peak", fmt.Sprintf("%.1f / %.1f MB", mb(r.rssFileAtMax), mb(r.rssAnonAtMax)), "", true)
 	row("  Go heap in use (peak)", fmt.Sprintf("%.1f MB", mb(r.heapMax)), "", true)
 	row("manager goroutines (end / peak)", fmt.Sprintf("%d / %d", r.goroutines, r.goroutinesMax), "≤ 100", r.goroutinesMax <= 100)
 	cores := s.cpu.Seconds() / d
@@ -538,14 +551,24 @@ func (r *result) print(t *testing.T) {
 	row("breach → Aborted, another target hanging", fmt.Sprintf("%s (abort.at %s) %s", r.breachSeen.Round(100*time.Millisecond), r.breachAt.Round(time.Second), r.breachReason),
 		fmt.Sprintf("≤ %s", 2*r.p.interval), bok)
 	row("  hang in flight at the breach", fmt.Sprint(r.hangBusy), "", true)
+	if w := r.whole; !w.at.IsZero() {
+		wd := w.dur.Seconds()
+		fmt.Fprintf(&b, "\nwhole runs, from before the first experiment was created until the last ended (%s): every start and every ending once\n", w.dur.Round(time.Second))
+		fmt.Fprintf(&b, "  per run: %.1f ms CPU, %.2f API requests, %.3f metrics queries, %.2f reconciles\n",
+			w.cpu.Seconds()*1000/n, w.apiFlow/n, float64(w.queries)/n, w.reconciles/n)
+		fmt.Fprintf(&b, "  over the whole: %.4f cores, %.4f API + metrics requests/s and %.4f reconciles/s per experiment\n",
+			w.cpu.Seconds()/wd, (w.apiFlow+float64(w.queries))/wd/n, w.reconciles/wd/n)
+		fmt.Fprintf(&b, "  apiserver requests per run by verb and resource:")
+		for _, k := range byCount(w.kinds) {
+			if v := w.kinds[k] / n; v >= 0.005 {
+				fmt.Fprintf(&b, " %s %.2f;", k, v)
+			}
+		}
+		fmt.Fprintln(&b)
+	}
 	fmt.Fprintf(&b, "\nendings: %v\n", sortedPhases(r.phases))
 	fmt.Fprintf(&b, "apiserver requests in the window by verb and resource, the test's own taken out (per experiment per minute):\n")
-	kinds := make([]string, 0, len(s.kinds))
-	for k := range s.kinds {
-		kinds = append(kinds, k)
-	}
-	sort.Slice(kinds, func(i, j int) bool { return s.kinds[kinds[i]] > s.kinds[kinds[j]] })
-	for _, k := range kinds {
+	for _, k := range byCount(s.kinds) {
 		fmt.Fprintf(&b, "  %-40s %7.0f  %.3f/min\n", k, s.kinds[k], s.kinds[k]/d/n*60)
 	}
 	fmt.Println(b.String())
@@ -566,6 +589,16 @@ func (r *result) check(t *testing.T) {
 	if r.phases[string(perfv1.PhaseSucceeded)] < r.p.n-2 {
 		t.Errorf("endings %v: want every experiment but the hanging and the breached one Succeeded", r.phases)
 	}
+}
+
+// byCount returns the keys of m, largest count first.
+func byCount(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	return keys
 }
 
 func sortedPhases(m map[string]int) string {

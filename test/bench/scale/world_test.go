@@ -267,11 +267,33 @@ func (w *world) tick() {
 		}
 	}
 	var jobs batchv1.JobList
-	if err := w.cache.List(ctx, &jobs, client.InNamespace(w.ns)); err == nil {
-		for i := range jobs.Items {
-			if j := &jobs.Items[i]; j.DeletionTimestamp == nil && j.Status.CompletionTime == nil {
-				w.runJob(j.DeepCopy())
-			}
+	if err := w.cache.List(ctx, &jobs, client.InNamespace(w.ns)); err != nil {
+		return
+	}
+	live := map[string]bool{}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		live[j.Name] = true
+		if j.DeletionTimestamp == nil && j.Status.CompletionTime == nil {
+			w.runJob(j.DeepCopy())
+		}
+	}
+	w.collectGarbage(ctx, live)
+}
+
+// collectGarbage plays the garbage collector: the operator deletes its Jobs
+// with background propagation, and a cluster's garbage collector then deletes
+// their pods within seconds. Without it the finished k6 pods would stay in the
+// operator's pod cache for the whole run, a live heap no cluster gives it.
+func (w *world) collectGarbage(ctx context.Context, liveJobs map[string]bool) {
+	var pods corev1.PodList
+	if err := w.cache.List(ctx, &pods, client.InNamespace(w.ns), client.HasLabels{batchv1.JobNameLabel}); err != nil {
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil && !liveJobs[p.Labels[batchv1.JobNameLabel]] {
+			_ = w.c.Delete(ctx, p, client.Preconditions{UID: &p.UID})
 		}
 	}
 }
