@@ -241,35 +241,73 @@ func rolloutOf(dep *appsv1.Deployment) engine.Rollout {
 }
 
 // observeJobs reads the experiment's k6 Jobs and their pods from the caches,
-// and returns the pods too (the live load checks read them). Both lists are
-// only read (jobView, readLive), so they share the cached objects instead of
-// deep copies: every reconcile makes them.
+// and returns the pods too (the live load checks read them). They are the
+// cached objects themselves, only read (jobView, readLive): every reconcile
+// reads them.
 func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.PerfExperiment) (map[string]*engine.Job, []*corev1.Pod, error) {
-	sel := client.MatchingFields{experimentIndex: exp.Name}
-	var jobs batchv1.JobList
-	if err := r.List(ctx, &jobs, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
+	jobs, pods, err := r.k6Of(ctx, exp)
+	if err != nil {
 		return nil, nil, err
 	}
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
-	}
-	all := make([]*corev1.Pod, len(pods.Items))
 	byJob := map[string][]*corev1.Pod{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		all[i] = p
+	for _, p := range pods {
 		byJob[p.Labels[batchv1.JobNameLabel]] = append(byJob[p.Labels[batchv1.JobNameLabel]], p)
 	}
 	out := map[string]*engine.Job{}
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
+	for _, j := range jobs {
 		if !metav1.IsControlledBy(j, exp) {
 			continue
 		}
 		out[j.Name] = jobView(j, byJob[j.Name])
 	}
-	return out, all, nil
+	return out, pods, nil
+}
+
+// k6Of returns the experiment's cached k6 Jobs and pods: from the informers'
+// experimentIndex, or, without it, by label from the cache.
+func (r *PerfExperimentReconciler) k6Of(ctx context.Context, exp *perfv1.PerfExperiment) ([]*batchv1.Job, []*corev1.Pod, error) {
+	if r.k6.jobs != nil {
+		key := exp.Namespace + "/" + exp.Name
+		jobObjs, err := r.k6.jobs.ByIndex(experimentIndex, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		podObjs, err := r.k6.pods.ByIndex(experimentIndex, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		jobs := make([]*batchv1.Job, 0, len(jobObjs))
+		for _, o := range jobObjs {
+			if j, ok := o.(*batchv1.Job); ok {
+				jobs = append(jobs, j)
+			}
+		}
+		pods := make([]*corev1.Pod, 0, len(podObjs))
+		for _, o := range podObjs {
+			if p, ok := o.(*corev1.Pod); ok {
+				pods = append(pods, p)
+			}
+		}
+		return jobs, pods, nil
+	}
+	sel := client.MatchingLabels{perfv1.LabelExperiment: exp.Name}
+	var jobList batchv1.JobList
+	if err := r.List(ctx, &jobList, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, err
+	}
+	var podList corev1.PodList
+	if err := r.List(ctx, &podList, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, err
+	}
+	jobs := make([]*batchv1.Job, len(jobList.Items))
+	for i := range jobList.Items {
+		jobs[i] = &jobList.Items[i]
+	}
+	pods := make([]*corev1.Pod, len(podList.Items))
+	for i := range podList.Items {
+		pods[i] = &podList.Items[i]
+	}
+	return jobs, pods, nil
 }
 
 // jobView turns a Job and its pods into what the engine needs: when the load was

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -118,15 +119,62 @@ func trimDeployment(in any) (any, error) {
 	}}, nil
 }
 
-// experimentIndex indexes the cached Jobs and pods by their experiment label,
-// so a reconcile lists its own objects instead of filtering every k6 object of
-// the namespace by label (at N=1000 that scan was a sixth of the CPU).
-const experimentIndex = "metadata.labels." + perfv1.LabelExperiment
+// experimentIndex indexes the cached Jobs and pods by namespace and
+// experiment label, so a reconcile reads its own objects instead of filtering
+// every k6 object of the namespace by label (at N=1000 that scan was a sixth of
+// the CPU). observeJobs reads the index itself (k6Objects): a cache List, even
+// without deep copies, copied each object into a new slice and built a new
+// object to learn the list's kind, 13 % of the operator's allocations at
+// N=1000 (docs/scale.md).
+const experimentIndex = "perfexp.dev/experiment"
 
-func experimentOf(o client.Object) []string {
-	if v := o.GetLabels()[perfv1.LabelExperiment]; v != "" {
-		return []string{v}
+func experimentKey(obj any) ([]string, error) {
+	o, ok := obj.(client.Object)
+	if !ok {
+		return nil, nil
 	}
+	if v := o.GetLabels()[perfv1.LabelExperiment]; v != "" {
+		return []string{o.GetNamespace() + "/" + v}, nil
+	}
+	return nil, nil
+}
+
+// k6Objects are the indexes of the cached k6 Jobs and pods by experiment.
+type k6Objects struct {
+	jobs, pods toolscache.Indexer
+}
+
+// indexK6Objects adds experimentIndex to the Job and pod informers and keeps
+// their indexes. Both informers are client-go's; if they were not, reads
+// fall back to the cache's label selection (observeJobs).
+func (r *PerfExperimentReconciler) indexK6Objects(ctx context.Context, c cache.Cache) error {
+	index := func(o client.Object) (toolscache.Indexer, error) {
+		inf, err := c.GetInformer(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		sii, ok := inf.(toolscache.SharedIndexInformer)
+		if !ok {
+			return nil, nil
+		}
+		if err := sii.AddIndexers(toolscache.Indexers{experimentIndex: experimentKey}); err != nil {
+			return nil, err
+		}
+		return sii.GetIndexer(), nil
+	}
+	jobs, err := index(&batchv1.Job{})
+	if err != nil {
+		return err
+	}
+	pods, err := index(&corev1.Pod{})
+	if err != nil {
+		return err
+	}
+	if jobs == nil || pods == nil {
+		ctrl.Log.WithName("setup").Info("the cache's Job and pod informers are not client-go's: k6 Jobs and pods are read by label selection")
+		return nil
+	}
+	r.k6 = k6Objects{jobs: jobs, pods: pods}
 	return nil
 }
 
@@ -156,10 +204,8 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	for _, o := range []client.Object{&batchv1.Job{}, &corev1.Pod{}} {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), o, experimentIndex, experimentOf); err != nil {
-			return err
-		}
+	if err := r.indexK6Objects(context.Background(), mgr.GetCache()); err != nil {
+		return err
 	}
 	byLabel := func(o client.Object) []reconcile.Request {
 		name := o.GetLabels()[perfv1.LabelExperiment]
@@ -190,7 +236,11 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&perfv1.PerfExperiment{}, builder.WithPredicates(notStatusOnly)).
-		Owns(&batchv1.Job{}).
+		// Jobs and pods carry their experiment's label: mapping an event by it
+		// costs nothing, where Owns looks the owner's kind up in the REST mapper
+		// at every Job event (3 % of the allocations at N=1000, docs/scale.md).
+		// observeJobs still reads only the Jobs the experiment controls.
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) })).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) }),
 			builder.WithPredicates(notDeleted)).
 		Watches(&appsv1.Deployment{}, targets).

@@ -1,10 +1,21 @@
 package controllers
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
@@ -52,5 +63,69 @@ func TestOnlyWaitingExperimentsAreIndexedByTarget(t *testing.T) {
 		if got := waitingForTarget(e); got != want {
 			t.Errorf("phase %q: waiting %v, want %v", phase, got, want)
 		}
+	}
+}
+
+// observeJobs reads the same Jobs and pods from the informers' experimentIndex
+// as the cache's label selection gives: the experiment's own, in its
+// namespace, and no other experiment's.
+func TestObserveJobsReadsTheExperimentsOwnK6Objects(t *testing.T) {
+	exp := &perfv1.PerfExperiment{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "shop", UID: "uid-e"}}
+	owner := []metav1.OwnerReference{{APIVersion: perfv1.GroupVersion.String(), Kind: "PerfExperiment", Name: "e", UID: "uid-e", Controller: ptr.To(true)}}
+	job := func(ns, name, expName string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{perfv1.LabelExperiment: expName}, OwnerReferences: owner},
+			Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
+	}
+	pod := func(ns, name, jobName, expName string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{perfv1.LabelExperiment: expName, batchv1.JobNameLabel: jobName}}}
+	}
+	objs := []client.Object{
+		job("shop", "e-s0-baseline", "e"), pod("shop", "e-s0-baseline-0", "e-s0-baseline", "e"),
+		job("shop", "f-s0-baseline", "f"), pod("shop", "f-s0-baseline-0", "f-s0-baseline", "f"),
+		job("other", "e-s0-baseline", "e"), pod("other", "e-s0-baseline-0", "e-s0-baseline", "e"),
+	}
+	read := func(r *PerfExperimentReconciler) (names []string) {
+		t.Helper()
+		jobs, pods, err := r.observeJobs(context.Background(), exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, j := range jobs {
+			names = append(names, "job "+n+fmt.Sprint(" complete=", j.Complete))
+		}
+		for _, p := range pods {
+			names = append(names, "pod "+p.Namespace+"/"+p.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+
+	indexed := &PerfExperimentReconciler{}
+	jobs := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{experimentIndex: experimentKey})
+	pods := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{experimentIndex: experimentKey})
+	for _, o := range objs {
+		var err error
+		if _, ok := o.(*batchv1.Job); ok {
+			err = jobs.Add(o)
+		} else {
+			err = pods.Add(o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	indexed.k6 = k6Objects{jobs: jobs, pods: pods}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	selected := &PerfExperimentReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
+
+	want := []string{"job e-s0-baseline complete=true", "pod shop/e-s0-baseline-0"}
+	if got := read(indexed); !slices.Equal(got, want) {
+		t.Errorf("from the index: %v, want %v", got, want)
+	}
+	if got := read(selected); !slices.Equal(got, want) {
+		t.Errorf("by label: %v, want %v", got, want)
 	}
 }

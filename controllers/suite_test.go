@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -89,10 +90,15 @@ func startOperator(t *testing.T, clock *clocktesting.FakeClock, rt runtimeToggle
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The status patches go as the manager sends them (StatusMetadata).
+	statusMeta, err := metadata.NewForConfigAndClient(env.Config, mgr.GetHTTPClient())
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &controllers.PerfExperimentReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme,
 		Recorder: mgr.GetEventRecorderFor("perf-operator"), Clock: clock, HTTP: rt.http, Exec: rt.exec,
-		Metrics: metricsFor(clock),
+		Metrics: metricsFor(clock), StatusMetadata: statusMeta,
 	}
 	if rt.review {
 		r.Reviewer = &controllers.Reviewer{Client: mgr.GetClient(), Clock: clock, TTL: time.Minute}

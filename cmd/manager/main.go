@@ -19,6 +19,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
@@ -151,15 +152,21 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the core client: %w", err)
 	}
+	statusMeta, err := metadata.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("creating the metadata client: %w", err)
+	}
 	r := &controllers.PerfExperimentReconciler{
 		Metrics:   controllers.ClusterMetrics{MetricsServer: ms},
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorderFor("perf-operator"),
-		Clock:     clock.RealClock{},
-		Workers:   o.workers,
-		Allow:     controllers.AllowList{PrometheusURLs: splitList(o.allowedPrometheus), K6Images: splitList(o.allowedK6Images)},
+		// Status patches answered with metadata only, addressed by resource.
+		StatusMetadata: statusMeta,
+		Scheme:         mgr.GetScheme(),
+		Recorder:       mgr.GetEventRecorderFor("perf-operator"),
+		Clock:          clock.RealClock{},
+		Workers:        o.workers,
+		Allow:          controllers.AllowList{PrometheusURLs: splitList(o.allowedPrometheus), K6Images: splitList(o.allowedK6Images)},
 		// Experiments of a namespace share their metrics queries.
 		ShareMetrics: true,
 	}
