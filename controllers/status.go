@@ -39,8 +39,8 @@ func setConditions(st *perfv1.PerfExperimentStatus, spec *perfv1.PerfExperimentS
 		}
 		set(perfv1.ConditionReady, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed; "+final)
 		set(perfv1.ConditionComplete, metav1.ConditionTrue, perfv1.ReasonSucceeded, "the experiment completed: "+engine.Outcome(spec, st))
-		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
-		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
+		removeCondition(&st.Conditions, perfv1.ConditionReconciling)
+		removeCondition(&st.Conditions, perfv1.ConditionStalled)
 	case st.Phase.IsTerminal():
 		reason, msg := perfv1.ReasonLoadFailed, string(st.Phase)
 		if st.Abort != nil {
@@ -51,12 +51,12 @@ func setConditions(st *perfv1.PerfExperimentStatus, spec *perfv1.PerfExperimentS
 		// Complete's reason is the phase, so one wait line ends on every
 		// outcome and its reason says which; the cause stays in Ready/Stalled.
 		set(perfv1.ConditionComplete, metav1.ConditionTrue, string(st.Phase), "the experiment ended "+string(st.Phase)+": "+reason+": "+msg)
-		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
+		removeCondition(&st.Conditions, perfv1.ConditionReconciling)
 	case d.Stall != nil:
 		set(perfv1.ConditionReady, metav1.ConditionFalse, d.Stall.Reason, d.Stall.Message)
 		set(perfv1.ConditionStalled, metav1.ConditionTrue, d.Stall.Reason, d.Stall.Message)
 		set(perfv1.ConditionComplete, metav1.ConditionFalse, d.Stall.Reason, d.Stall.Message)
-		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionReconciling)
+		removeCondition(&st.Conditions, perfv1.ConditionReconciling)
 	default:
 		msg, reason := d.Waiting, d.WaitReason
 		if msg == "" {
@@ -68,7 +68,7 @@ func setConditions(st *perfv1.PerfExperimentStatus, spec *perfv1.PerfExperimentS
 		set(perfv1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		set(perfv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
 		set(perfv1.ConditionComplete, metav1.ConditionFalse, reason, msg)
-		meta.RemoveStatusCondition(&st.Conditions, perfv1.ConditionStalled)
+		removeCondition(&st.Conditions, perfv1.ConditionStalled)
 	}
 	if st.Phase == "" {
 		st.Phase = perfv1.PhasePending
@@ -165,5 +165,14 @@ func setRevertFailing(st *perfv1.PerfExperimentStatus, d engine.Decision, gen in
 	case c.Reason == perfv1.ReasonRevertAbandoned:
 	case st.Toggle == nil || (!st.Toggle.Applied && len(st.Toggle.Pods) == 0):
 		set(metav1.ConditionFalse, perfv1.ReasonReverted, "the revert went through")
+	}
+}
+
+// removeCondition removes the condition of type t, if there is one:
+// meta.RemoveStatusCondition builds a new list even when there is none, and
+// the conditions are set at every reconcile.
+func removeCondition(cs *[]metav1.Condition, t string) {
+	if meta.FindStatusCondition(*cs, t) != nil {
+		meta.RemoveStatusCondition(cs, t)
 	}
 }
