@@ -240,7 +240,8 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// costs nothing, where Owns looks the owner's kind up in the REST mapper
 		// at every Job event (3 % of the allocations at N=1000, docs/scale.md).
 		// observeJobs still reads only the Jobs the experiment controls.
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) })).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) }),
+			builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) }),
 			builder.WithPredicates(notDeleted)).
 		Watches(&appsv1.Deployment{}, targets).
@@ -255,6 +256,13 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // reconciles at N=1000, test/bench/scale); a pod lost mid-window shows in its
 // Job's status, whose event wakes the experiment.
 var notDeleted = predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }}
+
+// notCreated drops the create events of k6 Jobs. The operator creates them
+// itself and waits for their pods, whose events wake it; a Job seen when the
+// manager starts is not news either (every experiment is reconciled then). An
+// event per Job was two reconciles per run that found nothing to do (7 % at
+// N=1000, test/bench/scale). A Job's changes and deletion still wake it.
+var notCreated = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 
 // notStatusOnly drops the update events of an experiment whose status alone
 // changed. The operator is the status's only writer, and every status write
