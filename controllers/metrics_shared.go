@@ -159,8 +159,7 @@ func (s *sharedProvider) Sample(ctx context.Context, t metrics.Target) ([]metric
 // second fetch per interval (docs/scale.md).
 func (s *sharedProvider) sampleAt(ctx context.Context, t metrics.Target, due time.Time) ([]metrics.Sample, time.Time, error) {
 	if len(t.Pods) == 0 {
-		got, err := s.inner.Sample(ctx, t)
-		return got, time.Time{}, err
+		return s.alone(ctx, t)
 	}
 	g := s.group
 	select {
@@ -178,14 +177,12 @@ func (s *sharedProvider) sampleAt(ctx context.Context, t metrics.Target, due tim
 		// shared fetch includes it. Refetching for everyone here would make
 		// N experiments starting together cost N fetches of up to N pods.
 		<-g.sem
-		got, err := s.inner.Sample(ctx, t)
-		return got, time.Time{}, err
+		return s.alone(ctx, t)
 	}
 	defer func() { <-g.sem }()
 	if !fresh {
 		if err := s.fetch(ctx, t, now); err != nil {
-			got, err := s.inner.Sample(ctx, t)
-			return got, time.Time{}, err
+			return s.alone(ctx, t)
 		}
 	}
 	var out []metrics.Sample
@@ -195,6 +192,13 @@ func (s *sharedProvider) sampleAt(ctx context.Context, t metrics.Target, due tim
 		}
 	}
 	return out, g.at, nil
+}
+
+// alone queries t by itself, outside the group's fetch; its samples carry
+// their own time (the zero fetch time).
+func (s *sharedProvider) alone(ctx context.Context, t metrics.Target) ([]metrics.Sample, time.Time, error) {
+	got, err := s.inner.Sample(ctx, t)
+	return got, time.Time{}, err
 }
 
 // joinNext adds t's pods to the group's next fetch and returns when it is

@@ -141,28 +141,17 @@ func TestSharedMetricsReuseTheChoiceOfSource(t *testing.T) {
 // a sample then fetches once for the whole group, the newcomer's pods
 // included. With a stale answer, or pods already covered, nothing waits.
 func TestSharedMetricsANewcomerJoinsTheNextFetch(t *testing.T) {
-	exp := func(name string) *perfv1.PerfExperiment {
-		return &perfv1.PerfExperiment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
-			Spec: perfv1.PerfExperimentSpec{Metrics: perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prom"}}}}
-	}
 	now := time.Unix(1000, 0)
-	clock := func() time.Time { return now }
-	inner := &countingProvider{}
-	var m sharedMetrics
-	a := m.wrap(inner, exp("a"), "app", clock).(*sharedProvider)
-	b := m.wrap(inner, exp("b"), "app", clock).(*sharedProvider)
+	inner, a, b := twoSharing(func() time.Time { return now })
 	ctx := context.Background()
-	target := func(pods ...string) metrics.Target {
-		return metrics.Target{Namespace: "shop", Pods: pods, Container: "app"}
-	}
-	if due := a.joinNext(ctx, target("a-1")); !due.IsZero() {
+	if due := a.joinNext(ctx, sharedTarget("a-1")); !due.IsZero() {
 		t.Fatalf("no fetch yet: the first experiment waits until %v", due)
 	}
-	if _, err := a.Sample(ctx, target("a-1")); err != nil {
+	if _, err := a.Sample(ctx, sharedTarget("a-1")); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Second)
-	due := b.joinNext(ctx, target("b-1"))
+	due := b.joinNext(ctx, sharedTarget("b-1"))
 	if want := time.Unix(1015, 0); !due.Equal(want) {
 		t.Fatalf("b waits until %v, want %v (the group's next fetch, an interval after its last)", due, want)
 	}
@@ -170,7 +159,7 @@ func TestSharedMetricsANewcomerJoinsTheNextFetch(t *testing.T) {
 		t.Fatalf("joining queried: %v", inner.calls)
 	}
 	now = due
-	got, err := b.Sample(ctx, target("b-1"))
+	got, err := b.Sample(ctx, sharedTarget("b-1"))
 	if err != nil || len(got) != 1 || got[0].Pod != "b-1" {
 		t.Fatalf("b's sample after the wait: %+v, %v", got, err)
 	}
@@ -178,7 +167,7 @@ func TestSharedMetricsANewcomerJoinsTheNextFetch(t *testing.T) {
 		t.Fatalf("fetches %v, want %v: one shared fetch with b's pod, no query of b's alone", inner.calls, want)
 	}
 	now = now.Add(time.Second)
-	if due := b.joinNext(ctx, target("b-1")); !due.IsZero() {
+	if due := b.joinNext(ctx, sharedTarget("b-1")); !due.IsZero() {
 		t.Errorf("covered pods wait until %v", due)
 	}
 }
@@ -187,34 +176,23 @@ func TestSharedMetricsANewcomerJoinsTheNextFetch(t *testing.T) {
 // made after it fell due, stamped with that fetch's time, instead of fetching
 // again: the group keeps one fetch per interval.
 func TestSharedMetricsALateSampleKeepsTheGroupsCadence(t *testing.T) {
-	exp := func(name string) *perfv1.PerfExperiment {
-		return &perfv1.PerfExperiment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
-			Spec: perfv1.PerfExperimentSpec{Metrics: perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prom"}}}}
-	}
 	now := time.Unix(1000, 0)
-	clock := func() time.Time { return now }
-	inner := &countingProvider{}
-	var m sharedMetrics
-	a := m.wrap(inner, exp("a"), "app", clock).(*sharedProvider)
-	b := m.wrap(inner, exp("b"), "app", clock).(*sharedProvider)
+	inner, a, b := twoSharing(func() time.Time { return now })
 	ctx := context.Background()
-	target := func(pods ...string) metrics.Target {
-		return metrics.Target{Namespace: "shop", Pods: pods, Container: "app"}
-	}
-	if _, at, err := a.sampleAt(ctx, target("a-1"), time.Time{}); err != nil || !at.Equal(now) {
+	if _, at, err := a.sampleAt(ctx, sharedTarget("a-1"), time.Time{}); err != nil || !at.Equal(now) {
 		t.Fatalf("first fetch at %v, %v", at, err)
 	}
 	now = time.Unix(1002, 0)
-	due := b.joinNext(ctx, target("b-1")) // b's first sample waits for the group's next fetch
+	due := b.joinNext(ctx, sharedTarget("b-1")) // b's first sample waits for the group's next fetch
 	if !due.Equal(time.Unix(1015, 0)) {
 		t.Fatalf("b joins at %v", due)
 	}
 	now = time.Unix(1016, 0) // a is on time
-	if _, at, err := a.sampleAt(ctx, target("a-1"), due); err != nil || !at.Equal(now) {
+	if _, at, err := a.sampleAt(ctx, sharedTarget("a-1"), due); err != nil || !at.Equal(now) {
 		t.Fatalf("a's second sample at %v, %v: want a fetch now", at, err)
 	}
 	now = time.Unix(1023, 0) // b comes 8 s late: the answer is 7 s old, past maxAge
-	got, at, err := b.sampleAt(ctx, target("b-1"), due)
+	got, at, err := b.sampleAt(ctx, sharedTarget("b-1"), due)
 	if err != nil || len(got) != 1 || got[0].Window != time.Minute {
 		t.Fatalf("b's late sample: %+v, %v", got, err)
 	}
@@ -226,10 +204,29 @@ func TestSharedMetricsALateSampleKeepsTheGroupsCadence(t *testing.T) {
 	}
 	// Due after the last fetch, which is stale: fetched again.
 	now = time.Unix(1032, 0)
-	if _, at, err := b.sampleAt(ctx, target("b-1"), time.Unix(1031, 0)); err != nil || !at.Equal(now) {
+	if _, at, err := b.sampleAt(ctx, sharedTarget("b-1"), time.Unix(1031, 0)); err != nil || !at.Equal(now) {
 		t.Errorf("a sample due after the last fetch, stale: stamped %v, %v; want a fetch now", at, err)
 	}
 	if len(inner.calls) != 3 {
 		t.Errorf("fetches %v: want a third", inner.calls)
 	}
+}
+
+// twoSharing returns experiments a and b of one namespace sharing a 15 s
+// Prometheus group over inner, read at clock.
+func twoSharing(clock func() time.Time) (inner *countingProvider, a, b *sharedProvider) {
+	exp := func(name string) *perfv1.PerfExperiment {
+		return &perfv1.PerfExperiment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+			Spec: perfv1.PerfExperimentSpec{Metrics: perfv1.MetricsSpec{Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prom"}}}}
+	}
+	inner = &countingProvider{}
+	m := &sharedMetrics{}
+	a = m.wrap(inner, exp("a"), "app", clock).(*sharedProvider)
+	b = m.wrap(inner, exp("b"), "app", clock).(*sharedProvider)
+	return inner, a, b
+}
+
+// sharedTarget is a Target of the given pods in twoSharing's namespace.
+func sharedTarget(pods ...string) metrics.Target {
+	return metrics.Target{Namespace: "shop", Pods: pods, Container: "app"}
 }

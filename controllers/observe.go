@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -267,47 +268,51 @@ func (r *PerfExperimentReconciler) observeJobs(ctx context.Context, exp *perfv1.
 // experimentIndex, or, without it, by label from the cache.
 func (r *PerfExperimentReconciler) k6Of(ctx context.Context, exp *perfv1.PerfExperiment) ([]*batchv1.Job, []*corev1.Pod, error) {
 	if r.k6.jobs != nil {
-		key := exp.Namespace + "/" + exp.Name
-		jobObjs, err := r.k6.jobs.ByIndex(experimentIndex, key)
+		key := experimentIndexKey(exp.Namespace, exp.Name)
+		jobs, err := fromIndex[*batchv1.Job](r.k6.jobs, key)
 		if err != nil {
 			return nil, nil, err
 		}
-		podObjs, err := r.k6.pods.ByIndex(experimentIndex, key)
+		pods, err := fromIndex[*corev1.Pod](r.k6.pods, key)
 		if err != nil {
 			return nil, nil, err
-		}
-		jobs := make([]*batchv1.Job, 0, len(jobObjs))
-		for _, o := range jobObjs {
-			if j, ok := o.(*batchv1.Job); ok {
-				jobs = append(jobs, j)
-			}
-		}
-		pods := make([]*corev1.Pod, 0, len(podObjs))
-		for _, o := range podObjs {
-			if p, ok := o.(*corev1.Pod); ok {
-				pods = append(pods, p)
-			}
 		}
 		return jobs, pods, nil
 	}
 	sel := client.MatchingLabels{perfv1.LabelExperiment: exp.Name}
-	var jobList batchv1.JobList
-	if err := r.List(ctx, &jobList, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
+	var jobs batchv1.JobList
+	if err := r.List(ctx, &jobs, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
-	var podList corev1.PodList
-	if err := r.List(ctx, &podList, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(exp.Namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
-	jobs := make([]*batchv1.Job, len(jobList.Items))
-	for i := range jobList.Items {
-		jobs[i] = &jobList.Items[i]
+	return pointers(jobs.Items), pointers(pods.Items), nil
+}
+
+// fromIndex returns the objects of type T under key in ix's experimentIndex.
+func fromIndex[T any](ix toolscache.Indexer, key string) ([]T, error) {
+	objs, err := ix.ByIndex(experimentIndex, key)
+	if err != nil {
+		return nil, err
 	}
-	pods := make([]*corev1.Pod, len(podList.Items))
-	for i := range podList.Items {
-		pods[i] = &podList.Items[i]
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
 	}
-	return jobs, pods, nil
+	return out, nil
+}
+
+// pointers returns pointers to items' elements.
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }
 
 // jobView turns a Job and its pods into what the engine needs: when the load was

@@ -134,9 +134,14 @@ func experimentKey(obj any) ([]string, error) {
 		return nil, nil
 	}
 	if v := o.GetLabels()[perfv1.LabelExperiment]; v != "" {
-		return []string{o.GetNamespace() + "/" + v}, nil
+		return []string{experimentIndexKey(o.GetNamespace(), v)}, nil
 	}
 	return nil, nil
+}
+
+// experimentIndexKey is experimentIndex's key of an experiment's objects.
+func experimentIndexKey(namespace, experiment string) string {
+	return namespace + "/" + experiment
 }
 
 // k6Objects are the indexes of the cached k6 Jobs and pods by experiment.
@@ -225,6 +230,8 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return out
 	}
+	// k6 Jobs and pods wake the experiment their label names.
+	toExperiment := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) })
 	// One handler on the one Deployment informer: its holder, and whoever
 	// waits for it (the queue merges a request named twice).
 	targets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
@@ -240,10 +247,8 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// costs nothing, where Owns looks the owner's kind up in the REST mapper
 		// at every Job event (3 % of the allocations at N=1000, docs/scale.md).
 		// observeJobs still reads only the Jobs the experiment controls.
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) }),
-			builder.WithPredicates(notCreated)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request { return byLabel(o) }),
-			builder.WithPredicates(notDeleted)).
+		Watches(&batchv1.Job{}, toExperiment, builder.WithPredicates(notCreated)).
+		Watches(&corev1.Pod{}, toExperiment, builder.WithPredicates(notDeleted)).
 		Watches(&appsv1.Deployment{}, targets).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("perfexperiment").
