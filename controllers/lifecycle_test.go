@@ -98,6 +98,7 @@ func (d *driver) until(what string, cond func(*perfv1.PerfExperiment) bool) *per
 		d.c.tick()
 		time.Sleep(50 * time.Millisecond) // let the operator react to the tick's events
 		exp := d.c.experiment(d.name)
+		d.assertCacheAsSent(exp)
 		if n := len(d.phases); n == 0 || d.phases[n-1] != exp.Status.Phase {
 			d.phases = append(d.phases, exp.Status.Phase)
 			if d.restartOnPhaseChange && n > 0 {
@@ -117,6 +118,30 @@ func (d *driver) until(what string, cond func(*perfv1.PerfExperiment) bool) *per
 	exp := d.c.experiment(d.name)
 	d.t.Fatalf("%s never happened; phase %s, conditions %+v", what, exp.Status.Phase, exp.Status.Conditions)
 	return nil
+}
+
+// assertCacheAsSent fails when the operator's cached copy of the experiment
+// differs from the API server's at the same resourceVersion: the reconciler
+// reads the cache without copies (CacheOptions, decisionCopy), so a write into
+// what it read would show here.
+func (d *driver) assertCacheAsSent(sent *perfv1.PerfExperiment) {
+	d.t.Helper()
+	if d.op == nil {
+		return // the test runs its own manager
+	}
+	cached := &perfv1.PerfExperiment{}
+	if err := d.op.cache.Get(context.Background(), client.ObjectKeyFromObject(sent), cached); err != nil || cached.ResourceVersion != sent.ResourceVersion {
+		return // not cached yet, or another version: nothing to compare
+	}
+	// The cache keeps no managedFields (CacheOptions) and sets the kind.
+	cached.TypeMeta, cached.ManagedFields = metav1.TypeMeta{}, nil
+	cmp := *sent
+	cmp.TypeMeta, cmp.ManagedFields = metav1.TypeMeta{}, nil
+	got, _ := json.Marshal(cached)
+	want, _ := json.Marshal(&cmp)
+	if string(got) != string(want) {
+		d.t.Fatalf("the operator's cache changed its experiment at resourceVersion %s:\ncached %s\nsent   %s", sent.ResourceVersion, got, want)
+	}
 }
 
 func phaseIs(p perfv1.Phase) func(*perfv1.PerfExperiment) bool {

@@ -43,7 +43,7 @@ func startOperatorWith(t *testing.T, clock *clocktesting.FakeClock, src controll
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &operator{cancel: cancel, done: make(chan error, 1)}
+	op := &operator{cancel: cancel, done: make(chan error, 1), cache: mgr.GetCache()}
 	go func() { op.done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { op.stop(t) })
 	return op

@@ -64,6 +64,9 @@ func run(m *testing.M) int {
 type operator struct {
 	cancel context.CancelFunc
 	done   chan error
+	// cache is the manager's cache, which the reconciler reads without
+	// copies: tests check it still holds what the API server sent.
+	cache client.Reader
 }
 
 // startOperator runs the reconciler in a manager with the production cache
@@ -107,7 +110,7 @@ func startOperator(t *testing.T, clock *clocktesting.FakeClock, rt runtimeToggle
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &operator{cancel: cancel, done: make(chan error, 1)}
+	op := &operator{cancel: cancel, done: make(chan error, 1), cache: mgr.GetCache()}
 	go func() { op.done <- mgr.Start(ctx) }()
 	return op
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +85,7 @@ func (r *PerfExperimentReconciler) summarize(ctx context.Context, s *scope, d *e
 		meta.SetStatusCondition(&exp.Status.Conditions, metav1.Condition{Type: perfv1.ConditionReconciling, Status: metav1.ConditionTrue,
 			Reason: perfv1.ReasonRetrying, Message: out.err.Error(), ObservedGeneration: exp.Generation, LastTransitionTime: now})
 	}
-	if !equality.Semantic.DeepEqual(before.Status, exp.Status) {
+	if !sameStatus(&before.Status, &exp.Status) {
 		if err := r.patchStatusFrom(ctx, before, exp); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			log.FromContext(ctx).Error(err, "recording the failed action in status")
 		}
@@ -116,7 +115,7 @@ func (r *PerfExperimentReconciler) writeStatus(ctx context.Context, before, exp 
 	}
 	setConditions(&exp.Status, &exp.Spec, exp.Generation, d, r.Clock.Now())
 	exp.Status.ObservedGeneration = exp.Generation
-	if !flushDue(&before.Status, &exp.Status, p, changeSoon(&exp.Spec, d, r.Clock.Now())) || equality.Semantic.DeepEqual(before.Status, exp.Status) {
+	if !flushDue(&before.Status, &exp.Status, p, changeSoon(&exp.Spec, d, r.Clock.Now())) || sameStatus(&before.Status, &exp.Status) {
 		return nil // nothing a reader can see changed: no request
 	}
 	for _, e := range d.Events {
@@ -181,7 +180,7 @@ func (r *PerfExperimentReconciler) patchStatus(ctx context.Context, before, exp 
 		return err
 	}
 	fresh.Default()
-	if !equality.Semantic.DeepEqual(fresh.Status, before.Status) {
+	if !sameStatus(&fresh.Status, &before.Status) {
 		return err
 	}
 	next := fresh.DeepCopy()
