@@ -122,7 +122,7 @@ func trimDeployment(in any) (any, error) {
 // experimentIndex indexes the cached Jobs and pods by namespace and
 // experiment label, so a reconcile reads its own objects instead of filtering
 // every k6 object of the namespace by label (at N=1000 that scan was a sixth of
-// the CPU). observeJobs reads the index itself (k6Objects): a cache List, even
+// the CPU). observeJobs reads the index itself (informerStores): a cache List, even
 // without deep copies, copied each object into a new slice and built a new
 // object to learn the list's kind, 13 % of the operator's allocations at
 // N=1000 (docs/scale.md).
@@ -144,42 +144,44 @@ func experimentIndexKey(namespace, experiment string) string {
 	return namespace + "/" + experiment
 }
 
-// k6Objects are the indexes of the cached k6 Jobs and pods by experiment.
-type k6Objects struct {
-	jobs, pods toolscache.Indexer
+// informerStores are the cache's own stores, read without its copies: the k6
+// Jobs and pods indexed by experiment, and the held Deployments by key.
+type informerStores struct {
+	jobs, pods  toolscache.Indexer
+	deployments toolscache.Store
 }
 
-// indexK6Objects adds experimentIndex to the Job and pod informers and keeps
-// their indexes. Both informers are client-go's; if they were not, reads
-// fall back to the cache's label selection (observeJobs).
-func (r *PerfExperimentReconciler) indexK6Objects(ctx context.Context, c cache.Cache) error {
-	index := func(o client.Object) (toolscache.Indexer, error) {
+// useInformerStores adds experimentIndex to the Job and pod informers and
+// keeps their indexes and the Deployment informer's store. The informers are
+// client-go's; if they were not (a cache over several namespaces), reads fall
+// back to the cache's Get and label selection (observeJobs, target).
+func (r *PerfExperimentReconciler) useInformerStores(ctx context.Context, c cache.Cache) error {
+	informer := func(o client.Object) (toolscache.SharedIndexInformer, error) {
 		inf, err := c.GetInformer(ctx, o)
 		if err != nil {
 			return nil, err
 		}
-		sii, ok := inf.(toolscache.SharedIndexInformer)
-		if !ok {
-			return nil, nil
+		sii, _ := inf.(toolscache.SharedIndexInformer)
+		return sii, nil
+	}
+	var infs [3]toolscache.SharedIndexInformer
+	for i, o := range []client.Object{&batchv1.Job{}, &corev1.Pod{}, &appsv1.Deployment{}} {
+		inf, err := informer(o)
+		if err != nil {
+			return err
 		}
-		if err := sii.AddIndexers(toolscache.Indexers{experimentIndex: experimentKey}); err != nil {
-			return nil, err
+		if inf == nil {
+			ctrl.Log.WithName("setup").Info("the cache's informers are not client-go's: k6 Jobs and pods are read by label selection, targets by Get")
+			return nil
 		}
-		return sii.GetIndexer(), nil
+		infs[i] = inf
 	}
-	jobs, err := index(&batchv1.Job{})
-	if err != nil {
-		return err
+	for _, inf := range infs[:2] {
+		if err := inf.AddIndexers(toolscache.Indexers{experimentIndex: experimentKey}); err != nil {
+			return err
+		}
 	}
-	pods, err := index(&corev1.Pod{})
-	if err != nil {
-		return err
-	}
-	if jobs == nil || pods == nil {
-		ctrl.Log.WithName("setup").Info("the cache's Job and pod informers are not client-go's: k6 Jobs and pods are read by label selection")
-		return nil
-	}
-	r.k6 = k6Objects{jobs: jobs, pods: pods}
+	r.stores = informerStores{jobs: infs[0].GetIndexer(), pods: infs[1].GetIndexer(), deployments: infs[2].GetStore()}
 	return nil
 }
 
@@ -209,7 +211,7 @@ func (r *PerfExperimentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.indexK6Objects(context.Background(), mgr.GetCache()); err != nil {
+	if err := r.useInformerStores(context.Background(), mgr.GetCache()); err != nil {
 		return err
 	}
 	byLabel := func(o client.Object) []reconcile.Request {

@@ -6,8 +6,10 @@ import (
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -115,7 +117,7 @@ func TestObserveJobsReadsTheExperimentsOwnK6Objects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	indexed.k6 = k6Objects{jobs: jobs, pods: pods}
+	indexed.stores = informerStores{jobs: jobs, pods: pods}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -127,5 +129,34 @@ func TestObserveJobsReadsTheExperimentsOwnK6Objects(t *testing.T) {
 	}
 	if got := read(selected); !slices.Equal(got, want) {
 		t.Errorf("by label: %v, want %v", got, want)
+	}
+}
+
+// The held target read from the Deployment informer's store is the object the
+// cache's Get gives, and a missing one is NotFound both ways (target tells a
+// missing Deployment from an unreadable one by that error).
+func TestCachedTargetReadsTheInformersStore(t *testing.T) {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "app",
+		Labels: map[string]string{perfv1.LabelExperiment: "e"}}}
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	if err := store.Add(dep); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	for name, r := range map[string]*PerfExperimentReconciler{
+		"store": {stores: informerStores{deployments: store}},
+		"Get":   {Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(dep.DeepCopy()).Build()},
+	} {
+		got, err := r.cachedTarget(context.Background(), client.ObjectKey{Namespace: "shop", Name: "app"})
+		if err != nil || got.Name != "app" || got.Labels[perfv1.LabelExperiment] != "e" {
+			t.Errorf("%s: %+v, %v", name, got, err)
+		}
+		if name == "store" && got != dep {
+			t.Errorf("store: a copy, not the cached object")
+		}
+		if _, err := r.cachedTarget(context.Background(), client.ObjectKey{Namespace: "shop", Name: "gone"}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: a missing Deployment gave %v, want NotFound", name, err)
+		}
 	}
 }
