@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/guardrail"
 )
 
 // decider carries one decision's inputs and its growing result.
@@ -21,6 +22,10 @@ type decider struct {
 	persisted *perfv1.PerfExperimentStatus
 	st        *perfv1.PerfExperimentStatus
 	d         Decision
+	// guardState is the guardrail state of measurement guardOf (st's), decoded
+	// once per decision and stored back by storeGuard (withGuard).
+	guardState *guardrail.State
+	guardOf    *perfv1.MeasurementStatus
 }
 
 // Decide returns what the experiment does next. exp must be defaulted; it is not
@@ -39,6 +44,7 @@ func Decide(exp *perfv1.PerfExperiment, obs Observed) Decision {
 	default:
 		x.run()
 	}
+	x.storeGuard()
 	x.d.Status = *x.st
 	return x.d
 }
@@ -236,6 +242,7 @@ func (x *decider) run() {
 		// The lock is also gone when this experiment released it itself and
 		// the status write recording the ending was lost: then the same
 		// decision ends the run again, and that ending stands.
+		x.storeGuard()
 		trial := &decider{exp: x.exp, spec: x.spec, obs: x.obs, plan: x.plan, persisted: x.persisted, st: x.st.DeepCopy()}
 		trial.d.Actions = append([]Action(nil), x.d.Actions...)
 		trial.advance()
