@@ -50,7 +50,9 @@ import "math"
 // that noise by — and three breaches in a row (ConsecutiveBreaches) add two
 // more samples. No rule that lets a one-minute fill through can abort there;
 // this one, which needs three degrees of freedom outside any fill, aborts
-// +200 MB/min at 0.3 % noise in p95 147 s (test/bench/guardrail).
+// +200 MB/min at 0.3 % Gaussian noise in p95 181–187 s (test/bench/guardrail,
+// five seed sets; 203–222 s with the ramp alone), at 1 % in 243–248 s
+// (306–308 s), at 3 % in 398–409 s (504–574 s).
 const (
 	// sustainZero: the slope's lower bound, in standard errors above zero, at
 	// every placement. With a few degrees of freedom the residuals' standard
