@@ -43,6 +43,8 @@ func growthMessage(pod, series string, v verdict, cfg Config, current, limitByte
 			formatBytes(v.floorNow-v.floorRef), formatBytes(v.floorRef), formatSigmas(v.sigmas))
 	case evidenceTrend:
 		fmt.Fprintf(&b, " (%s after GC rising)", what)
+	case evidenceSustain:
+		fmt.Fprintf(&b, " (rising outside any one-minute cache fill: %s, %s standard errors above zero)", formatBytes(v.floorNow), formatSigmas(v.sigmas))
 	}
 	if limitBytes > 0 && !math.IsInf(limitBytes, 0) {
 		if left := limitBytes - current; left > 0 {

@@ -19,7 +19,9 @@ import "math"
 //  1. Jump (fast, two GC cycles; jump.go): the newest floor is far above the
 //     band of the pod's own earlier floors and the newest teeth are steeper.
 //  2. Ramp (fast, for series without a sawtooth, such as a Go working set):
-//     the last six to ten points rise steadily, well beyond the noise.
+//     the last six to ten points rise steadily, well beyond the noise; or
+//     (sustain.go) they rise faster than the limit in every stretch that
+//     any one cache fill of up to a minute leaves.
 //  3. Rise (three to five GC cycles; rise.go): with every floor sampled at the
 //     same phase of its cycle, the floor climbed out of its band and kept
 //     climbing by about the same amount at every GC, more often than one
@@ -107,6 +109,7 @@ const (
 	evidenceRamp
 	evidenceTrend
 	evidenceRise
+	evidenceSustain
 )
 
 // reference summarises the within-cycle slopes (bytes per second) of a stretch of
@@ -160,6 +163,8 @@ func (w *workspace) assess(t, y []float64, theta float64) verdict {
 			return v
 		}
 	} else if v, ok := w.rampEvidence(theta); ok {
+		return v
+	} else if v, ok := w.sustainEvidence(theta); ok {
 		return v
 	}
 	if ok, s := w.floorEvidence(sawtooth, spacing, theta); ok {

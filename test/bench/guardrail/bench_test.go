@@ -160,6 +160,17 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	t.Log(leakTable("Leak shapes: ramping to +700 MB/min over 5 minutes, retained only at GC, 5 % of scrapes lost, a Go working set", shapes))
+	// The Go working set with heavy-tailed noise too: its evidence (the ramp,
+	// the sustained rise) fits slopes to raw points, which outliers move.
+	var goT3 []leakCell
+	for _, noise := range noises {
+		for _, leak := range []float64{200, 500} {
+			c := seed()
+			c.noise, c.kind, c.goWS, c.leak = noise, heapsim.StudentT3, true, leak
+			goT3 = append(goT3, measureLeak(c, n, off))
+		}
+	}
+	t.Log(leakTable("A Go working set with Student-t3 noise", goT3))
 }
 
 // BenchmarkObserve is the cost of one Observe call for one pod whose history is

@@ -1,0 +1,190 @@
+package guardrail
+
+import "math"
+
+// The sustained rise: a series without a sawtooth that rises in every stretch
+// a cache fill leaves.
+//
+// A Go service's working set has no GC drops, so its only evidence used to be
+// the ramp (jump.go): five rising steps whose newest two keep the pace, which
+// at 2–3 % noise rarely lines up (+200 MB/min on a 2 GB working set rises by
+// 50 MB a sample against 40–60 MB of noise). A slope fitted over more points
+// sees through that noise, but a line through raw points cannot tell a leak
+// from a cache fill: a 240 MB fill over a minute is a slope of 240 MB/min
+// while it lasts, and a straight line through the step it leaves is steep too.
+//
+// A fill is a step spread over at most fillRamp seconds. The evidence takes the
+// newest sustainWindows points and, for every placement of such a fill in them
+// (starting between any two of its points, before the first — its tail in the
+// window — or not at all), leaves out the points the fill can be part-way up
+// (those after its start and before the next point's time plus fillRamp) and
+// fits the rest with one common slope and a level of its own on each side of
+// the fill: an ordinary regression on time with a level-shift dummy. The fill's
+// step goes into the dummy, the flat stretches on either side give a slope near
+// zero, and a fill in progress at the newest point leaves only the flat
+// stretch before it. A leak rises in every stretch, so every placement finds
+// its slope. It breaches when, at every placement, the slope is more than
+// sustainZero standard errors above zero and more than sustainLimit standard
+// errors above the growth limit. It is one more way to breach, after the ramp.
+//
+// The standard error comes from the fit's own residuals, so the noise is
+// measured where the slope is (relative noise grows with the level, and the
+// reference's noise says less about a raised level) and heavy-tailed noise
+// only widens it. The fit is a three-parameter least-squares one in closed
+// form: the slope pooled within the two sides (each centred on its own mean),
+// which is what the dummy regression gives. gonum's stat.LinearRegression fits
+// one line without a level shift, and a general solver (mat's QR) allocates
+// at every call, which Observe must not (it runs for every pod at every
+// sample); the within-side formula is exact and needs no buffer.
+//
+// Why not the 90 s for +200 MB/min: at 15 s samples the sixth sample
+// after onset comes 75–90 s after it, and the leak has added 250–300 MB in
+// steps of 50 MB. A legitimate cache fill of 240 MB over 60 s, started just
+// before the first of those samples, rises by 60 MB a sample — faster than the
+// leak — over the first four, so up to the sixth sample the two differ only in
+// what the fill's minute leaves outside it: the fifth and sixth samples, one
+// interval, in which the leak adds 50 MB where the limit allows 26 MB (100
+// MiB/min over 15 s). The evidence of a leak at 90 s is thus 24 MB in a single
+// difference of two points, against a noise of 28 MB for that difference at
+// 1 % (20 MB a point on 2 GB) and 8.5 MB at 0.3 %, with no residual to measure
+// that noise by — and three breaches in a row (ConsecutiveBreaches) add two
+// more samples. No rule that lets a one-minute fill through can abort there;
+// this one, which needs three degrees of freedom outside any fill, aborts
+// +200 MB/min at 0.3 % Gaussian noise in p95 181–187 s (test/bench/guardrail,
+// five seed sets; 203–222 s with the ramp alone), at 1 % in 243–248 s
+// (306–308 s), at 3 % in 398–409 s (504–574 s).
+const (
+	// sustainZero: the slope's lower bound, in standard errors above zero, at
+	// every placement. With a few degrees of freedom the residuals' standard
+	// error can come out small by chance; five keeps a flat series with one
+	// fill (the slope's estimate about zero) far from it.
+	sustainZero = 5
+	// sustainLimit: and in standard errors above the growth limit: a live set
+	// wandering at up to 60 MB/min (below the 100 MiB/min default limit) has a
+	// real slope, which must not pass for growth because it is significant.
+	sustainLimit = 2
+	// minSustainDF: a placement's fit needs three degrees of freedom (points
+	// outside the fill less the fitted levels and slope) for its standard
+	// error; a placement with fewer cannot confirm the slope, so the window
+	// does not breach.
+	minSustainDF = 3
+)
+
+// sustainWindows are the window sizes tested, newest points: 10 points (150 s
+// at 15 s) leave at least five outside any one-minute fill, enough at low
+// noise; longer windows see through 2–3 % noise. A window that reaches back
+// before a leak's onset averages the flat stretch into the slope, so short
+// windows decide early and long ones only when noise makes short ones too
+// weak.
+var sustainWindows = [...]int{10, 12, 16, 20, 24, 32}
+
+// sustainEvidence tests the history in ct, cy (see the file comment).
+func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
+	score, slope, z := sustainScore(w.ct, w.cy, theta)
+	if !(score > 1) {
+		return verdict{}, false
+	}
+	n := len(w.cy)
+	return verdict{breach: true, slope: slope, kind: evidenceSustain, floorNow: w.cy[n-1], sigmas: z}, true
+}
+
+// sustainScore is the evidence's statistic on the points (t, y), oldest first:
+// over the windows, the best of the windows' worst placements, each placement
+// scored by how far its slope clears the two bounds (the smaller of z₀ /
+// sustainZero and z_θ / sustainLimit, where z₀ is the slope over its standard
+// error and z_θ the slope less theta over it). It breaches when the score
+// exceeds 1; slope and z (z₀) are those of the deciding window's worst
+// placement. A window whose placements cannot all be fitted scores −Inf.
+func sustainScore(t, y []float64, theta float64) (score, slope, z float64) {
+	score = math.Inf(-1)
+	for _, k := range sustainWindows {
+		if k > len(y) {
+			break
+		}
+		s, b, z0 := sustainWindow(t[len(t)-k:], y[len(y)-k:], theta)
+		if s > score {
+			score, slope, z = s, b, z0
+		}
+	}
+	return score, slope, z
+}
+
+// sustainWindow scores one window: the worst placement of a fill in it.
+func sustainWindow(t, y []float64, theta float64) (score, slope, z float64) {
+	n := len(y)
+	score = math.Inf(1)
+	// i is the last point before the fill starts (-1: it started before the
+	// window; n-1: no fill). The points after i and before t[i+1] + fillRamp
+	// can be part-way up it; those from then on are after it.
+	for i := -1; i < n; i++ {
+		end := math.Inf(1)
+		if i+1 < n {
+			end = t[i+1] + fillRamp
+		}
+		b, se, df := fitAroundFill(t, y, i, end)
+		if df < minSustainDF {
+			return math.Inf(-1), 0, 0
+		}
+		// An exact fit (se = 0) scores ±Inf by its slope's side of the
+		// bounds; a flat constant series (0/0) fails.
+		s := math.Min(b/se/sustainZero, (b-theta)/se/sustainLimit)
+		if math.IsNaN(s) {
+			return math.Inf(-1), 0, 0
+		}
+		if s < score {
+			score, slope, z = s, b, b/se
+		}
+	}
+	return score, slope, z
+}
+
+// fitAroundFill fits the points of (t, y) up to i (before a fill) and from
+// time end on (after it) with one slope and a level for each side, leaving out
+// the points in between; it returns the slope, its standard error and the
+// residual degrees of freedom. The slope is pooled within the sides:
+// Σ(t−t̄)(y−ȳ) / Σ(t−t̄)² with each side centred on its own means.
+func fitAroundFill(t, y []float64, i int, end float64) (slope, se float64, df int) {
+	var side [2]struct {
+		n             int
+		t0, y0        float64 // the side's first point, to keep the sums small
+		st, sy        float64
+		stt, sty, syy float64
+	}
+	for j := range y {
+		s := 0
+		switch {
+		case j <= i:
+		case t[j] >= end:
+			s = 1
+		default:
+			continue // part-way up the fill
+		}
+		g := &side[s]
+		if g.n == 0 {
+			g.t0, g.y0 = t[j], y[j]
+		}
+		dt, dy := t[j]-g.t0, y[j]-g.y0
+		g.n++
+		g.st, g.sy = g.st+dt, g.sy+dy
+		g.stt, g.sty, g.syy = g.stt+dt*dt, g.sty+dt*dy, g.syy+dy*dy
+	}
+	var sxx, sxy, syy float64
+	params := 1 // the slope
+	for _, g := range side {
+		if g.n == 0 {
+			continue
+		}
+		params++ // the side's level
+		m := float64(g.n)
+		sxx += g.stt - g.st*g.st/m
+		sxy += g.sty - g.st*g.sy/m
+		syy += g.syy - g.sy*g.sy/m
+	}
+	df = side[0].n + side[1].n - params
+	if df <= 0 || !(sxx > 0) {
+		return 0, 0, max(df, 0)
+	}
+	slope = sxy / sxx
+	rss := math.Max(syy-slope*sxy, 0)
+	return slope, math.Sqrt(rss / float64(df) / sxx), df
+}
