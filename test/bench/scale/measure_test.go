@@ -261,6 +261,10 @@ type snapshot struct {
 	probes     int64   // of which source checks
 	shared     int64   // of which shared fetches (more than one pod)
 	adminReqs  int64
+	// allocated and gcs are the manager's Go allocations (bytes) and
+	// garbage collections: the CPU follows them, and unlike the CPU they do
+	// not depend on what else runs on the machine.
+	allocated, gcs float64
 	// kinds are the apiserver's requests by verb and resource, the test's
 	// own taken out.
 	kinds map[string]float64
@@ -269,7 +273,7 @@ type snapshot struct {
 func (s snapshot) minus(b snapshot) snapshot {
 	out := snapshot{at: s.at, dur: s.at.Sub(b.at), cpu: s.cpu - b.cpu, reconciles: s.reconciles - b.reconciles, clientReqs: s.clientReqs - b.clientReqs,
 		apiTotal: s.apiTotal - b.apiTotal, apiFlow: s.apiFlow - b.apiFlow, own: s.own - b.own, queries: s.queries - b.queries, probes: s.probes - b.probes, shared: s.shared - b.shared, adminReqs: s.adminReqs - b.adminReqs,
-		kinds: map[string]float64{}}
+		allocated: s.allocated - b.allocated, gcs: s.gcs - b.gcs, kinds: map[string]float64{}}
 	for k, v := range s.kinds {
 		if d := v - b.kinds[k]; d > 0.5 {
 			out.kinds[k] = d

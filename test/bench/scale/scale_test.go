@@ -449,6 +449,8 @@ func (m *managerProc) snapshot(ctx context.Context, core *kubernetes.Clientset, 
 	if mt, err := scrapeURL(m.metrics); err == nil {
 		s.reconciles = mt.sum("controller_runtime_reconcile_total")
 		s.clientReqs = mt.sum("rest_client_requests_total")
+		s.allocated = mt.sum("go_memstats_alloc_bytes_total")
+		s.gcs = mt.sum("go_gc_duration_seconds_count")
 	}
 	if at, err := scrapeAPIServer(ctx, core.RESTClient()); err == nil {
 		s.apiTotal = at.sum("apiserver_request_total")
@@ -532,6 +534,7 @@ func (r *result) print(t *testing.T) {
 	row("manager goroutines (end / peak)", fmt.Sprintf("%d / %d", r.goroutines, r.goroutinesMax), "≤ 100", r.goroutinesMax <= 100)
 	cores := s.cpu.Seconds() / d
 	row("manager CPU", fmt.Sprintf("%.4f cores", cores), "≤ 0.05 cores", cores <= 0.05)
+	row("  allocated / garbage collections per second", fmt.Sprintf("%.2f MB / %.2f", mb(int64(s.allocated))/d, s.gcs/d), "", true)
 	rec := s.reconciles / d / n
 	row("reconciles/s per experiment", fmt.Sprintf("%.4f (%.1f/s)", rec, s.reconciles/d), "≤ 0.1", rec <= 0.1)
 	flow := s.apiFlow / d / n
@@ -554,8 +557,8 @@ func (r *result) print(t *testing.T) {
 	if w := r.whole; !w.at.IsZero() {
 		wd := w.dur.Seconds()
 		fmt.Fprintf(&b, "\nwhole runs, from before the first experiment was created until the last ended (%s): every start and every ending once\n", w.dur.Round(time.Second))
-		fmt.Fprintf(&b, "  per run: %.1f ms CPU, %.2f API requests, %.3f metrics queries, %.2f reconciles\n",
-			w.cpu.Seconds()*1000/n, w.apiFlow/n, float64(w.queries)/n, w.reconciles/n)
+		fmt.Fprintf(&b, "  per run: %.1f ms CPU, %.2f API requests, %.3f metrics queries, %.2f reconciles, %.0f kB allocated, %.3f garbage collections\n",
+			w.cpu.Seconds()*1000/n, w.apiFlow/n, float64(w.queries)/n, w.reconciles/n, w.allocated/1000/n, w.gcs/n)
 		fmt.Fprintf(&b, "  over the whole: %.4f cores, %.4f API + metrics requests/s and %.4f reconciles/s per experiment\n",
 			w.cpu.Seconds()/wd, (w.apiFlow+float64(w.queries))/wd/n, w.reconciles/wd/n)
 		fmt.Fprintf(&b, "  apiserver requests per run by verb and resource:")
