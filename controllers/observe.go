@@ -95,15 +95,6 @@ func (r *PerfExperimentReconciler) target(ctx context.Context, exp *perfv1.PerfE
 	return dep, nil
 }
 
-// letGo reports whether the experiment has ended with everything on its target
-// switched back and released, and is not being deleted: its persisted ending
-// was written only after the revert and the lock's release went through (an
-// ending whose revert failed keeps the toggle marked on, and reads the target
-// until the revert does go through). Such an experiment needs nothing of a
-// target it no longer holds, so it reads none: its Jobs' deletions woke it,
-// each with an uncached read of the released target (two per run at N=1000,
-// docs/scale.md). A target that still carries its label is read from the
-// cache as before.
 // cachedTarget is the cache's Deployment at key, shared with the cache (read
 // only): from the informer's store when there is one (the cache's Get makes a
 // shallow copy, a Deployment struct per reconcile: 4 % of the allocations at
@@ -124,6 +115,15 @@ func (r *PerfExperimentReconciler) cachedTarget(ctx context.Context, key client.
 	return dep, nil
 }
 
+// letGo reports whether the experiment has ended with everything on its target
+// switched back and released, and is not being deleted: its persisted ending
+// was written only after the revert and the lock's release went through (an
+// ending whose revert failed keeps the toggle marked on, and reads the target
+// until the revert does go through). Such an experiment needs nothing of a
+// target it no longer holds, so it reads none: its Jobs' deletions woke it,
+// each with an uncached read of the released target (two per run at N=1000,
+// docs/scale.md). A target that still carries its label is read from the
+// cache as before.
 func letGo(exp *perfv1.PerfExperiment) bool {
 	if !exp.DeletionTimestamp.IsZero() || !exp.Status.Phase.IsTerminal() {
 		return false

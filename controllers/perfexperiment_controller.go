@@ -96,17 +96,18 @@ func (r *PerfExperimentReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Get(ctx, req.NamespacedName, before); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	exp := decisionCopy(before)
-	if exp.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(exp, perfv1.Finalizer) {
+	if before.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(before, perfv1.Finalizer) {
 		// The finalizer goes on before anything is touched, so deletion always
-		// passes through cleanup; the run then starts in the same reconcile.
-		exp = before.DeepCopy()
-		controllerutil.AddFinalizer(exp, perfv1.Finalizer)
-		if err := r.Update(ctx, exp); err != nil {
+		// passes through cleanup; the run then starts in the same reconcile,
+		// from the API server's answer (this reconcile's own object).
+		withFinalizer := before.DeepCopy()
+		controllerutil.AddFinalizer(withFinalizer, perfv1.Finalizer)
+		if err := r.Update(ctx, withFinalizer); err != nil {
 			return ctrl.Result{}, err
 		}
-		before = exp.DeepCopy()
+		before = withFinalizer
 	}
+	exp := decisionCopy(before)
 	exp.Default() // the spec's defaults; before's spec is never read
 
 	s, err := r.observe(ctx, exp, before)
