@@ -20,11 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/testenv"
@@ -42,6 +44,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// The suite's client logs nothing of its own; without a logger
+	// controller-runtime prints a stack trace saying none was set.
+	log.SetLogger(logr.Discard())
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = perfv1.AddToScheme(scheme)
 	root := testenv.RepoRoot()

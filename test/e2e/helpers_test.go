@@ -374,6 +374,42 @@ func dumpNamespace(t *testing.T, ns string) {
 			t.Logf("%s: %s", component, line)
 		}
 	}
+	// CI shows a failed test's last lines: the experiments' outcome goes
+	// there too, in a line each, after the pods.
+	for _, e := range exps.Items {
+		t.Logf("experiment %s: %s", e.Name, outcomeLine(&e))
+	}
+}
+
+// outcomeLine is an experiment's ending in one line: its phase, abort, verdict
+// and each stage's CPU overhead with its interval, and its windows' validity
+// and CPU samples (millicores), for a log that keeps only a test's last lines.
+func outcomeLine(e *perfv1.PerfExperiment) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase %s verdict %s", e.Status.Phase, e.Status.Verdict)
+	if a := e.Status.Abort; a != nil {
+		fmt.Fprintf(&b, " abort %s (%s)", a.Reason, a.Message)
+	}
+	for _, row := range e.Status.Summary {
+		if c := row.CPU; c != nil {
+			fmt.Fprintf(&b, "; stage %s CPU %+.1f%% [%+.1f, %+.1f] significant %t", row.Stage, 100*c.Overhead, 100*c.CILow, 100*c.CIHigh, c.Significant)
+		}
+	}
+	for _, w := range e.Status.Windows {
+		valid := "unjudged"
+		if w.Valid != nil && *w.Valid {
+			valid = "valid"
+		} else if w.Valid != nil {
+			valid = "invalid: " + strings.Join(w.Invalid, ", ")
+		}
+		fmt.Fprintf(&b, "; window %d/%s %s", w.Stage, w.Variant, valid)
+		if w.Series != nil {
+			if v, err := w.Series.Values(); err == nil {
+				fmt.Fprintf(&b, " cpu %v", v.CPUMillicores)
+			}
+		}
+	}
+	return b.String()
 }
 
 func containerState(s corev1.ContainerState) string {

@@ -23,10 +23,6 @@ import (
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
-// The toy app's profiling switch costs this fraction of each request's CPU
-// work (examples/local/toy.yaml: -profiling-overhead=0.20).
-const configuredProfilingOverhead = 0.20
-
 // operatorNamespace is where hack/local.sh installs the chart.
 const operatorNamespace = "perf-operator-system"
 
@@ -58,12 +54,13 @@ func mechanism(stages ...int32) func(*perfv1.PerfExperiment) {
 }
 
 // Profiling switched on at run time through the app's admin endpoint: the
-// operator must find the app's known CPU overhead, with an interval that covers
-// it, and leave the target as it found it.
+// operator must find the app's CPU overhead, with an interval that covers what
+// the app itself says its switch burnt, and leave the target as it found it.
 func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 	ns := "e2e-profiling"
 	deploy(t, ns, toy)
 	before := templateJSON(t, ns, toy)
+	truth0 := groundTruth(t, ns)
 	exp := experiment(t, "profiling-overhead.yaml", ns, short(100))
 	if err := createExperiment(t, exp); err != nil {
 		t.Fatal(err)
@@ -72,22 +69,32 @@ func TestProfilingOverheadRuntimeToggle(t *testing.T) {
 	if done.Status.Phase != perfv1.PhaseSucceeded {
 		t.Fatalf("phase %s: %+v", done.Status.Phase, done.Status.Abort)
 	}
+	truth, err := groundTruth(t, ns).overhead(truth0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(done.Status.Summary) != 1 || done.Status.Summary[0].CPU == nil {
 		t.Fatalf("summary %+v", done.Status.Summary)
 	}
 	cpu := done.Status.Summary[0].CPU
-	t.Logf("CPU %.3f → %.3f cores: overhead %+.1f%% [%+.1f, %+.1f] (configured %+.0f%%); memory %+.1f%%; p99 %+.1f%%",
-		cpu.Baseline, cpu.Treatment, 100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh, 100*configuredProfilingOverhead,
-		100*done.Status.Summary[0].Memory.Overhead, 100*done.Status.Summary[0].P99.Overhead)
-	// The switch scales the request's CPU work, not the HTTP handling around it,
-	// so the pods' true overhead sits a little below the configured +20 % (about
-	// 18.5 % measured here): the interval must reach within 3 points of it.
+	t.Logf("CPU %.3f → %.3f cores: overhead %+.1f%% [%+.1f, %+.1f] (the app's ground truth %+.1f%%); memory %s; p99 %s",
+		cpu.Baseline, cpu.Treatment, 100*cpu.Overhead, 100*cpu.CILow, 100*cpu.CIHigh, 100*truth,
+		describeRow(done.Status.Summary[0].Memory), describeRow(done.Status.Summary[0].P99))
+	t.Logf("outcome: %s", outcomeLine(done))
+	// The switch adds 20 % to each request's CPU work (examples/local/toy.yaml:
+	// -profiling-overhead=0.20), not to the HTTP handling around it, so what
+	// the pods burn more sits below +20 % by an amount that moves from run to
+	// run (the app counted +15.1 % in one run on a 2-core machine whose
+	// other runs the operator measured at +17 to +22 %; a CI run failed on a
+	// fixed +20 % ± 3). The app counts its own CPU per request with the switch
+	// on and off: the interval must reach within 3 points of that, as in the
+	// interleaved and three-stage scenarios.
 	const slack = 0.03
-	if cpu.CIHigh < configuredProfilingOverhead-slack || cpu.CILow > configuredProfilingOverhead+slack {
-		t.Errorf("the CPU overhead's interval [%+.3f, %+.3f] misses the configured %+.2f (±%.2f)", cpu.CILow, cpu.CIHigh, configuredProfilingOverhead, slack)
+	if cpu.CIHigh < truth-slack || cpu.CILow > truth+slack {
+		t.Errorf("the CPU overhead's interval [%+.3f, %+.3f] misses the app's ground truth %+.3f (±%.2f)", cpu.CILow, cpu.CIHigh, truth, slack)
 	}
 	if !cpu.Significant {
-		t.Error("a +20 % CPU overhead was not found significant")
+		t.Errorf("a %+.1f %% CPU overhead was not found significant", 100*truth)
 	}
 	for _, w := range done.Status.Windows {
 		if (w.Variant == perfv1.VariantBaseline || w.Variant == perfv1.VariantTreatment) && (w.Valid == nil || !*w.Valid) {
