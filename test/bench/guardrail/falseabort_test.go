@@ -8,7 +8,7 @@ import (
 
 // TestSweepFalseAborts replays, whole, the healthy runs of the full sweep
 // (TestFalseAborts with PERF_BENCH_FULL=1: 10 hours guarded), on its own
-// seeds and on seeds shifted by 5,000,000, that aborted before the rule
+// seeds and on seeds shifted by 5,000,000, 10,000,000 and 20,000,000, that aborted before the rule
 // learnt to tell them from leaks (2026-11-28; the README lists them). Each takes well under a second, so they run in the default
 // subset too. internal/guardrail's TestHealthyHistoriesFromTheSweep holds
 // the histories of their aborting evaluations.
@@ -33,6 +33,9 @@ func TestSweepFalseAborts(t *testing.T) {
 		{0.03, heapsim.StudentT3, 181, 10_000_000, "steps ≤ 15 % of limit, GC exactly 60 s: a 1.4 GB step hiding its GC (jump)"},
 		{0.03, heapsim.StudentT3, 421, 10_000_000, "steps ≤ 15 % of limit, GC exactly 60 s: a 1.7 GB step hiding its GC (jump)"},
 		{0.003, heapsim.StudentT3, 522, 10_000_000, "periodic cache fills, GC 120 s ± 10 % every 30 s: a fill part-way at the middle floor (floor trend)"},
+		// The last two, at 5,000,000 and 20,000,000 (2026-11-28, ninth session).
+		{0.02, heapsim.StudentT3, 41, 5_000_000, "periodic cache fills, GC exactly 60 s: a fill over two GCs, then a floor read high (rise)"},
+		{0.03, heapsim.StudentT3, 206, 20_000_000, "periodic cache fills, GC 90 s ± 10 %: a fill over two GCs, then a floor sampled late (rise)"},
 	} {
 		if o := healthyRun(c.noise, c.kind, c.run, c.offset, 10*hour).play(); o.breach != nil {
 			t.Errorf("%.1f%% %s run %d, seed offset %d (%s): aborted after %.0f s: %s", 100*c.noise, c.kind, c.run, c.offset, c.what, o.after, o.breach.Message)
