@@ -392,7 +392,7 @@ func outcomeLine(e *perfv1.PerfExperiment) string {
 	}
 	for _, row := range e.Status.Summary {
 		if c := row.CPU; c != nil {
-			fmt.Fprintf(&b, "; stage %s CPU %+.1f%% [%+.1f, %+.1f] significant %t", row.Stage, 100*c.Overhead, 100*c.CILow, 100*c.CIHigh, c.Significant)
+			fmt.Fprintf(&b, "; stage %s CPU %s significant %t", row.Stage, describeRow(c), c.Significant)
 		}
 	}
 	for _, w := range e.Status.Windows {
