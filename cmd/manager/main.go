@@ -20,6 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	metricsclientset "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
@@ -54,6 +55,7 @@ type options struct {
 	abortAll          bool
 	abortTimeout      time.Duration
 	memoryLimit       string
+	apiCompression    bool
 }
 
 func main() {
@@ -76,6 +78,7 @@ func main() {
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	flag.StringVar(&o.memoryLimit, "memory-limit", defaultMemoryLimit, "Soft limit of the manager's Go memory (the runtime's GOMEMLIMIT), as a quantity such as 64Mi: the garbage collector runs more often near it instead of letting the heap grow to twice what is live. \"0\" sets none. The GOMEMLIMIT environment variable, when set, wins.")
 	zapOpts := zap.Options{}
+	flag.BoolVar(&o.apiCompression, "api-compression", false, "Ask the API server for gzip-compressed responses, watches included. Off (the default, as Kubernetes' controller-manager and scheduler run): in the cluster's network compression costs CPU at both ends and gains no time; turn it on when the operator reaches the API server over a slow link.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(lazyValues(zap.New(zap.UseFlagOptions(&zapOpts))))
@@ -96,9 +99,9 @@ func run(o options) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(perfv1.AddToScheme(scheme))
 
-	cfg, err := ctrl.GetConfig()
+	cfg, err := restConfig(o)
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
 	if o.abortAll {
 		c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -245,4 +248,20 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// restConfig loads the kubeconfig (in-cluster, --kubeconfig or $KUBECONFIG)
+// and turns response compression off unless --api-compression asks for it:
+// client-go asks for gzip by default, and the API server then compresses watch
+// events too, which on a local network costs both ends CPU (at 1,000 running
+// experiments a fifth of the manager's watch decoding was gunzip; docs/scale.md).
+func restConfig(o options) (*rest.Config, error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if !o.apiCompression {
+		cfg.DisableCompression = true
+	}
+	return cfg, nil
 }

@@ -39,6 +39,32 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
+// childPID returns the pid of this process's child named comm (as
+// /proc/<pid>/stat has it), or 0: envtest starts the kube-apiserver as one.
+func childPID(comm string) int {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[end+1:])
+		if open < 0 || len(f) < 2 || s[open+1:end] != comm {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == os.Getpid() {
+			return pid
+		}
+	}
+	return 0
+}
+
 // procRSS returns a process's resident set size in bytes, and of it the pages
 // of files (the binary's text and read-only data, the largest share) and the
 // anonymous ones (the Go heap, stacks and runtime).
@@ -252,6 +278,7 @@ type snapshot struct {
 	at         time.Time
 	dur        time.Duration // of a difference
 	cpu        time.Duration
+	apiCPU     time.Duration // the kube-apiserver's
 	reconciles float64
 	clientReqs float64 // the manager's own rest_client_requests_total
 	apiTotal   float64 // apiserver_request_total, every client
@@ -271,7 +298,7 @@ type snapshot struct {
 }
 
 func (s snapshot) minus(b snapshot) snapshot {
-	out := snapshot{at: s.at, dur: s.at.Sub(b.at), cpu: s.cpu - b.cpu, reconciles: s.reconciles - b.reconciles, clientReqs: s.clientReqs - b.clientReqs,
+	out := snapshot{at: s.at, dur: s.at.Sub(b.at), cpu: s.cpu - b.cpu, apiCPU: s.apiCPU - b.apiCPU, reconciles: s.reconciles - b.reconciles, clientReqs: s.clientReqs - b.clientReqs,
 		apiTotal: s.apiTotal - b.apiTotal, apiFlow: s.apiFlow - b.apiFlow, own: s.own - b.own, queries: s.queries - b.queries, probes: s.probes - b.probes, shared: s.shared - b.shared, adminReqs: s.adminReqs - b.adminReqs,
 		allocated: s.allocated - b.allocated, gcs: s.gcs - b.gcs, kinds: map[string]float64{}}
 	for k, v := range s.kinds {

@@ -374,6 +374,9 @@ type managerProc struct {
 	metrics string
 	log     string
 	exited  chan struct{}
+	// apiserver is the kube-apiserver's pid (0 when not found): its CPU is
+	// what the operator's requests and watches cost the control plane.
+	apiserver int
 }
 
 func startManager(t *testing.T, bin, kubeconfig, dir string) *managerProc {
@@ -405,9 +408,9 @@ func startManager(t *testing.T, bin, kubeconfig, dir string) *managerProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m := &managerProc{cmd: cmd, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), log: logPath, exited: make(chan struct{})}
+	m := &managerProc{cmd: cmd, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), log: logPath, exited: make(chan struct{}), apiserver: childPID("kube-apiserver")}
 	go func() { _ = cmd.Wait(); logs.Close(); close(m.exited) }()
-	t.Logf("manager pid %d, args %v, log %s", cmd.Process.Pid, args, logPath)
+	t.Logf("manager pid %d, args %v, log %s; kube-apiserver pid %d", cmd.Process.Pid, args, logPath, m.apiserver)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if _, err := scrapeURL(m.metrics); err == nil {
 			break
@@ -446,6 +449,9 @@ func (m *managerProc) snapshot(ctx context.Context, core *kubernetes.Clientset, 
 	s := snapshot{at: time.Now(), own: own.Load(), queries: prom.queries.Load(), probes: prom.probes.Load(), shared: prom.shared.Load()}
 	mine := ownKinds.snapshot()
 	s.cpu, _ = procCPU(m.cmd.Process.Pid)
+	if m.apiserver != 0 {
+		s.apiCPU, _ = procCPU(m.apiserver)
+	}
 	if mt, err := scrapeURL(m.metrics); err == nil {
 		s.reconciles = mt.sum("controller_runtime_reconcile_total")
 		s.clientReqs = mt.sum("rest_client_requests_total")
@@ -534,6 +540,9 @@ func (r *result) print(t *testing.T) {
 	row("manager goroutines (end / peak)", fmt.Sprintf("%d / %d", r.goroutines, r.goroutinesMax), "≤ 100", r.goroutinesMax <= 100)
 	cores := s.cpu.Seconds() / d
 	row("manager CPU", fmt.Sprintf("%.4f cores", cores), "≤ 0.05 cores", cores <= 0.05)
+	if s.apiCPU > 0 {
+		row("apiserver CPU (every client's requests)", fmt.Sprintf("%.4f cores", s.apiCPU.Seconds()/d), "", true)
+	}
 	row("  allocated / garbage collections per second", fmt.Sprintf("%.2f MB / %.2f", mb(int64(s.allocated))/d, s.gcs/d), "", true)
 	rec := s.reconciles / d / n
 	row("reconciles/s per experiment", fmt.Sprintf("%.4f (%.1f/s)", rec, s.reconciles/d), "≤ 0.1", rec <= 0.1)
