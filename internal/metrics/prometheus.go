@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -23,13 +22,6 @@ var ErrNoPods = errors.New("target has no pod names (Target.Pods) to query Prome
 
 // PrometheusOption configures NewPrometheus.
 type PrometheusOption func(*prometheusProvider)
-
-// WithClock sets the clock whose time each Sample queries at (instead of
-// time.Now), so tests can query a past instant of backfilled data and the
-// reconciler can share its injected clock.
-func WithClock(now func() time.Time) PrometheusOption {
-	return func(p *prometheusProvider) { p.now = now }
-}
 
 // WithInterval sets the sampling interval, from which {{range}} is derived
 // (see RateRange). Without it {{range}} is MinRateRange.
@@ -196,52 +188,6 @@ func Reachable(ctx context.Context, api promv1.API) error {
 		return fmt.Errorf("prometheus: query %s returned %v, want a single 1: not a Prometheus query API", q, val)
 	}
 	return nil
-}
-
-// WindowAverages returns the target's exact average CPU use (cores) and working
-// set (bytes) over [start, end], summed over Target.Pods as the per-instant
-// samples are summed: CPU from increase(container_cpu_usage_seconds_total[w])/w
-// and working set from avg_over_time(container_memory_working_set_bytes[w]),
-// both evaluated at end, where w is end-start in whole seconds. It uses the
-// cAdvisor series regardless of user-overridden queries, to cross-check the
-// sampled series. A value without data is NaN. Two queries, no retries.
-func WindowAverages(ctx context.Context, api promv1.API, t Target, start, end time.Time) (cpuCores, workingSet float64, err error) {
-	if err := checkTarget(t); err != nil {
-		return 0, 0, fmt.Errorf("prometheus: %w", err)
-	}
-	if len(t.Pods) == 0 {
-		return 0, 0, fmt.Errorf("prometheus: %w", ErrNoPods)
-	}
-	w := end.Sub(start).Truncate(time.Second)
-	if w < time.Second {
-		return 0, 0, fmt.Errorf("prometheus: window [%s, %s] is shorter than a second", start.Format(time.RFC3339), end.Format(time.RFC3339))
-	}
-	v := templateValues{namespace: t.Namespace, container: t.Container, pods: t.Pods, rng: w}
-	tmpls := []namedQuery{
-		{"window cpu", fmt.Sprintf(`sum(increase(container_cpu_usage_seconds_total{%s}[{{range}}])) / %d`, cadvisorSelector, int64(w.Seconds()))},
-		{"window memory", `sum(avg_over_time(container_memory_working_set_bytes{` + cadvisorSelector + `}[{{range}}]))`},
-	}
-	var out [2]float64
-	for i, m := range tmpls {
-		query, err := expand(m.tmpl, v)
-		if err != nil {
-			return 0, 0, fmt.Errorf("prometheus: %s query template: %w", m.name, err)
-		}
-		val, _, err := api.Query(ctx, query, end)
-		if err != nil {
-			return 0, 0, queryError(m.name, query, err)
-		}
-		vec, ok := val.(model.Vector)
-		switch {
-		case !ok:
-			return 0, 0, fmt.Errorf("prometheus: %s query returned a %s, want an instant vector; query: %s", m.name, valueType(val), query)
-		case len(vec) == 0:
-			out[i] = math.NaN()
-		default:
-			out[i] = float64(vec[0].Value)
-		}
-	}
-	return out[0], out[1], nil
 }
 
 // HTTPError is a non-2xx answer from the Prometheus HTTP API, as returned by

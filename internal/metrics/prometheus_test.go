@@ -194,30 +194,3 @@ func TestReachable(t *testing.T) {
 		t.Errorf("closed port: %v", err)
 	}
 }
-
-func TestWindowAveragesQueries(t *testing.T) {
-	end := time.Date(2030, 1, 1, 0, 30, 0, 0, time.UTC)
-	var queries []string
-	api := &fakeAPI{query: func(q string, ts time.Time) (model.Value, error) {
-		if !ts.Equal(end) {
-			t.Errorf("evaluated at %s, want end %s", ts, end)
-		}
-		queries = append(queries, q)
-		return model.Vector{{Metric: model.Metric{}, Value: 3}}, nil
-	}}
-	cpu, ws, err := WindowAverages(context.Background(), api, Target{Namespace: "n", Container: "c", Pods: []string{"a"}}, end.Add(-30*time.Minute-500*time.Millisecond), end)
-	if err != nil || cpu != 3 || ws != 3 {
-		t.Fatalf("got %v, %v, %v", cpu, ws, err)
-	}
-	sel := `namespace="n",pod=~"^(?:a)$",container="c"`
-	want := []string{
-		`sum(increase(container_cpu_usage_seconds_total{` + sel + `}[30m])) / 1800`,
-		`sum(avg_over_time(container_memory_working_set_bytes{` + sel + `}[30m]))`,
-	}
-	if strings.Join(queries, "\n") != strings.Join(want, "\n") {
-		t.Errorf("queries:\n%s\nwant:\n%s", strings.Join(queries, "\n"), strings.Join(want, "\n"))
-	}
-	if _, _, err := WindowAverages(context.Background(), api, Target{Namespace: "n", Container: "c", Pods: []string{"a"}}, end, end); err == nil {
-		t.Error("an empty window was accepted")
-	}
-}
