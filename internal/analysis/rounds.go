@@ -19,8 +19,15 @@ type RoundPair struct {
 	Baseline, Treatment Series
 }
 
-// minRoundSamples is the fewest samples a sub-window needs to give a mean.
-const minRoundSamples = 2
+// minRoundSamples is the fewest samples a sub-window needs to give a mean:
+// one. The rounds' spread, not the samples within a sub-window, makes the
+// interval, so a round whose sub-window got a single sample (a 20 s
+// sub-window sampled every 5 s keeps two after its lead-in, one when the
+// sampling slips by a second) is a noisier replicate, and the spread shows it;
+// dropping it cost a third of a 3-round stage's replicates. Whether a
+// sub-window has enough samples to be trusted at all is the engine's call
+// (windows it marks invalid never reach the comparison).
+const minRoundSamples = 1
 
 // CompareRounds compares the two arms of an interleaved stage round by round.
 // Each round gives one log ratio d_r = log(t̄_r / b̄_r) of its sub-windows'
@@ -34,8 +41,8 @@ const minRoundSamples = 2
 // the noise across their common boundary, and a drift slower than a round but
 // faster than the stage correlates them. make bench-design shows the
 // correction keeps coverage at 95 % and the A/A rate at 5 %. Baseline and Treatment are the means of the rounds'
-// means. Rounds whose sub-windows have fewer than 2 samples are dropped; at
-// least 2 rounds must remain.
+// means. Rounds with a sub-window without samples are dropped; at least 2
+// rounds must remain.
 func CompareRounds(rounds []RoundPair, o Options) (Result, error) {
 	o, err := o.withDefaults()
 	if err != nil {
