@@ -77,8 +77,8 @@ func main() {
 	flag.DurationVar(&o.abortTimeout, "abort-timeout", 5*time.Minute, "How long --abort-all waits for the experiments to end.")
 	flag.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight reconciles may take to finish on SIGTERM.")
 	flag.StringVar(&o.memoryLimit, "memory-limit", defaultMemoryLimit, "Soft limit of the manager's Go memory (the runtime's GOMEMLIMIT), as a quantity such as 64Mi: the garbage collector runs more often near it instead of letting the heap grow to twice what is live. \"0\" sets none. The GOMEMLIMIT environment variable, when set, wins.")
-	zapOpts := zap.Options{}
 	flag.BoolVar(&o.apiCompression, "api-compression", false, "Ask the API server for gzip-compressed responses, watches included. Off (the default, as Kubernetes' controller-manager and scheduler run): in the cluster's network compression costs CPU at both ends and gains no time; turn it on when the operator reaches the API server over a slow link.")
+	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(lazyValues(zap.New(zap.UseFlagOptions(&zapOpts))))

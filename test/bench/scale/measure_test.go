@@ -21,16 +21,28 @@ import (
 // on every Linux architecture Go supports.
 const clockTicks = 100
 
+// procStat reads /proc/<pid>/stat: the command name and the fields after it.
+// The name, in parentheses, may hold spaces: fields count from after its
+// closing parenthesis (f[0] is field 3, state; f[1] the parent's pid).
+func procStat(pid int) (comm string, f []string, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", nil, err
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", nil, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return s[open+1 : end], strings.Fields(s[end+1:]), nil
+}
+
 // procCPU returns a process's user+system CPU time.
 func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	_, f, err := procStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name, in parentheses, may hold spaces: fields count from
-	// after its closing parenthesis (field 3, state, comes first).
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
 		return 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
@@ -48,14 +60,8 @@ func childPID(comm string) int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[end+1:])
-		if open < 0 || len(f) < 2 || s[open+1:end] != comm {
+		name, f, err := procStat(pid)
+		if err != nil || name != comm || len(f) < 2 {
 			continue
 		}
 		if ppid, _ := strconv.Atoi(f[1]); ppid == os.Getpid() {
