@@ -37,6 +37,11 @@ import "math"
 //     slow leaks, leaks retained only at GC (the teeth keep their slope), and
 //     pods with too little history for the jump.
 //
+// A series without a sawtooth gives no evidence (2 or 4) while its newest point
+// is below the highest point before its last drop (beenHere, sustain.go): a GC
+// period a little shorter than the sampling interval is sampled a little later
+// in its cycle every time, and climbs the tooth for minutes before it wraps.
+//
 // Each pod is judged on its own history, so one leaking pod of many is found as
 // fast as a single one.
 const (
@@ -162,6 +167,10 @@ func (w *workspace) assess(t, y []float64, theta float64) verdict {
 		if v, ok := w.riseEvidence(spacing, theta); ok {
 			return v
 		}
+	} else if beenHere(w.cy) {
+		// A series without GCs that has already been this high and fallen
+		// back: no evidence of growth yet (sustain.go, beenHere).
+		return verdict{}
 	} else if v, ok := w.rampEvidence(theta); ok {
 		return v
 	} else if v, ok := w.sustainEvidence(theta); ok {

@@ -1,6 +1,9 @@
 package guardrail
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The sustained rise: a series without a sawtooth that rises in every stretch
 // a cache fill leaves.
@@ -87,6 +90,46 @@ func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
 	n := len(w.cy)
 	return verdict{breach: true, slope: slope, kind: evidenceSustain, floorNow: w.cy[n-1], sigmas: z}, true
 }
+
+// beenHere reports whether the newest point of y is within the range the
+// series has already shown and fallen back from: below the highest point
+// before its last drop (a fall by dropFrac), raised by beenHereMargin of that
+// drop's height. A sawtooth whose GC period is a little shorter than the
+// sampling interval (or than a divisor of it) is sampled a little later in its
+// cycle at every sample: the points climb the whole tooth over many samples —
+// a steady rise of hundreds of MB a minute — and fall back to the floor when
+// the phase wraps (stroboscopic sampling; GC every 14.5 s ± 3 % sampled every
+// 15 s aborted 18 healthy runs of 40 in three hours, test/bench/guardrail
+// TestStroboscopicSawtooth). A leak climbs past anything before it; until it
+// has, a rise the pod has already made and undone is not evidence of
+// retention. assess applies it to every evidence of a series without a
+// sawtooth (the ramp, the sustained rise, the trend of its levels).
+//
+// The cost falls on a leak that starts soon after a big cache was evicted
+// (within the 16-minute history): it is judged only once it passes the cache's
+// level plus a quarter of the eviction (+200 MB/min on a 2 GB Go working set,
+// 1 % noise, a 1 GB cache evicted 2–10 minutes before: p95 245 → 389–455 s;
+// 1.9 GB: up to 796 s; make bench-guardrail prints the table). Telling such a cache from a strobe's climb by its
+// shape (a climb right before the drop, or a level held before it) let 50–80
+// strobes in 7,000 pod-hours through: near its wrap a strobe's samples hover
+// and flip, and look held or flat.
+func beenHere(y []float64) bool {
+	n := len(y)
+	for d := n - 1; d > 0; d-- {
+		if !isDrop(y[d-1], y[d]) {
+			continue
+		}
+		top := slices.Max(y[:d])
+		return y[n-1] <= top+beenHereMargin*(top-y[d])
+	}
+	return false
+}
+
+// beenHereMargin: the newest point must clear the top before the last drop by
+// a quarter of the drop's height. The top of a stroboscopic climb varies with
+// the cycle's allocation (a few percent) and the noise: with a tenth, GC 3–5 %
+// shorter than the interval still aborted a few healthy runs per seed set.
+const beenHereMargin = 0.25
 
 // sustainScore is the evidence's statistic on the points (t, y), oldest first:
 // over the windows, the best of the windows' worst placements, each placement

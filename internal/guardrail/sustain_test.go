@@ -196,3 +196,41 @@ func TestSustainDecidesGoLeaks(t *testing.T) {
 		t.Errorf("median %.0f s after onset (want ≤ 230 s), %d of 8 by the sustained rise (want most)", m, sustained)
 	}
 }
+
+// TestBeenHere: a series without GCs is no evidence of growth while its newest
+// point is within what it already reached and fell back from (the top before
+// its last drop, plus a quarter of that drop).
+func TestBeenHere(t *testing.T) {
+	climb := func(from, to float64, n int) []float64 {
+		y := make([]float64, n)
+		for i := range y {
+			y[i] = (from + (to-from)*float64(i)/float64(n-1)) * gb
+		}
+		return y
+	}
+	cat := func(parts ...[]float64) []float64 {
+		var y []float64
+		for _, p := range parts {
+			y = append(y, p...)
+		}
+		return y
+	}
+	for _, c := range []struct {
+		name string
+		y    []float64
+		want bool
+	}{
+		{"a climb with no drop before it (a leak from a flat start)", climb(1, 3, 20), false},
+		{"the stroboscopic climb again, below the last top", cat(climb(1.2, 3.9, 25), climb(1.2, 3.5, 20)), true},
+		{"again, up to the last top plus a quarter of the drop", cat(climb(1.2, 3.9, 25), climb(1.2, 4.57, 20)), true},
+		{"past it: beyond anything before", cat(climb(1.2, 3.9, 25), climb(1.2, 4.6, 20)), false},
+		{"a small dip (less than 15 %) is no drop", cat(climb(2, 3, 10), climb(2.6, 2.9, 10)), false},
+		{"a higher top before an earlier drop counts too", cat(climb(1, 6, 10), climb(1, 3, 10), climb(1.5, 3.5, 10)), true},
+		{"and is passed like the last one", cat(climb(1, 6, 10), climb(1, 3, 10), climb(1.5, 7.2, 10)), false},
+		{"a cache held, then evicted: a rise after it waits for its level", cat(climb(2, 2, 10), climb(3, 3, 10), climb(2, 2.8, 10)), true},
+	} {
+		if got := beenHere(c.y); got != c.want {
+			t.Errorf("%s: beenHere = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

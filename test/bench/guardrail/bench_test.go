@@ -171,6 +171,42 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	t.Log(leakTable("A Go working set with Student-t3 noise", goT3))
+	// How steady the allocation is from one GC cycle to the next: the jump
+	// asks the newest two teeth to be steeper than the reference's by four of
+	// their spreads (a step of the live set does not steepen them), and the
+	// floors spread with the allocation over the sampling phase, so both lose
+	// power as the rate varies. heapsim's default is ±5 %.
+	var alloc []leakCell
+	for _, noise := range []float64{0.003, 0.01} {
+		for _, aliased := range []bool{false, true} {
+			for _, j := range []float64{0.001, 0.05, 0.1, 0.15, 0.2} {
+				c := seed()
+				c.noise, c.aliased, c.rateJitter = noise, aliased, j
+				alloc = append(alloc, measureLeak(c, n, off))
+			}
+		}
+	}
+	t.Log(leakTable("The seed's leak with the allocation rate varying from cycle to cycle (uniform ±)", alloc))
+	// What the stroboscopic veto (guardrail.beenHere) costs: a Go working set
+	// that evicted a cache shortly before it starts leaking is judged only
+	// once it passes the cache's level plus a quarter of the eviction.
+	var evicted []leakCell
+	for _, noise := range []float64{0.003, 0.01, 0.03} {
+		for _, size := range []float64{0, 0.5, 1, 1.9} {
+			for _, ago := range []float64{120, 600} {
+				if size == 0 && ago > 120 {
+					continue
+				}
+				c := seed()
+				c.noise, c.goWS, c.leak = noise, true, 200
+				if size > 0 {
+					c.evicted, c.evictedAgo = size, ago
+				}
+				evicted = append(evicted, measureLeak(c, n, off))
+			}
+		}
+	}
+	t.Log(leakTable("A Go working set leaking +200 MB/min after a cache held five minutes was evicted", evicted))
 }
 
 // BenchmarkObserve is the cost of one Observe call for one pod whose history is

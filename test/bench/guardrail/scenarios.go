@@ -31,6 +31,12 @@ type cond struct {
 	goWS bool
 	// lost is the chance that a scrape is missing.
 	lost float64
+	// rateJitter is the allocation rate's relative uniform spread from one GC
+	// cycle to the next (heapsim.Pod.RateJitter); 0 keeps the model's ±5 %.
+	rateJitter float64
+	// evicted is a cache of that many GB held for five minutes and evicted
+	// evictedAgo seconds before the leak's onset.
+	evicted, evictedAgo float64
 }
 
 // seed is the seed story: a 1.2–3.9 GB sawtooth, one GC a minute (±10 %), 15 s
@@ -72,6 +78,12 @@ func (c cond) String() string {
 	if c.lost > 0 {
 		s += fmt.Sprintf(" lost %.0f%%", 100*c.lost)
 	}
+	if c.rateJitter > 0 {
+		s += fmt.Sprintf(" alloc ±%.0f%%", 100*c.rateJitter)
+	}
+	if c.evicted > 0 {
+		s += fmt.Sprintf(" %.1fGB evicted %.0fm before", c.evicted, c.evictedAgo/60)
+	}
 	return s
 }
 
@@ -103,6 +115,9 @@ func (c cond) newPod(rng *rand.Rand, started float64) *heapsim.Pod {
 		}
 	}
 	p.Noise, p.NoiseKind, p.Started = c.noise, c.kind, started
+	if c.rateJitter > 0 {
+		p.RateJitter = c.rateJitter
+	}
 	if started > 0 {
 		p.Warm = 120 + 60*rng.Float64()
 	}
@@ -134,6 +149,10 @@ func (c cond) leakRun(seed uint64) *run {
 		if i == 0 || c.allLeak {
 			p.leaks = true
 			p.sim.LeakRate, p.sim.LeakOnset, p.sim.LeakRamp, p.sim.LeakAtGC = c.leak*mb/60, r.onset, c.ramp, c.atGC
+		}
+		if c.evicted > 0 {
+			gone := r.onset - c.evictedAgo
+			p.sim.Steps = append(p.sim.Steps, heapsim.Step{At: gone - 300, Size: c.evicted * gb, Until: gone})
 		}
 	}
 	return r
