@@ -109,10 +109,10 @@ func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
 // (within the 16-minute history): it is judged only once it passes the cache's
 // level plus a quarter of the eviction (+200 MB/min on a 2 GB Go working set,
 // 1 % noise, a 1 GB cache evicted 2–10 minutes before: p95 245 → 389–455 s;
-// 1.9 GB: up to 796 s; make bench-guardrail prints the table). Telling such a cache from a strobe's climb by its
-// shape (a climb right before the drop, or a level held before it) let 50–80
-// strobes in 7,000 pod-hours through: near its wrap a strobe's samples hover
-// and flip, and look held or flat.
+// 1.9 GB: up to 796 s; make bench-guardrail prints the table). Telling such a
+// cache from a strobe's climb by its shape (a climb right before the drop, or
+// a level held before it) let 50–80 strobes in 7,000 pod-hours through: near
+// its wrap a strobe's samples hover and flip, and look held or flat.
 func beenHere(y []float64) bool {
 	n := len(y)
 	for d := n - 1; d > 0; d-- {

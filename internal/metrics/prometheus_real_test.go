@@ -235,11 +235,11 @@ func TestRealPrometheusSamplesAverageToTheWindow(t *testing.T) {
 	end := s.at()
 	start := end.Add(-30 * time.Minute)
 	tgt := Target{Namespace: nsShop, Container: ctrApp, Pods: []string{"api-1", "api-10"}}
-	p := NewPrometheus(s.api, DefaultQueries(), WithInterval(time.Minute))
+	var now time.Time
+	p := NewPrometheus(s.api, DefaultQueries(), WithInterval(time.Minute), WithClock(func() time.Time { return now }))
 	var cpuSum float64
 	var k int
-	for ts := start.Add(time.Minute); !ts.After(end); ts = ts.Add(time.Minute) {
-		p.(*prometheusProvider).now = func() time.Time { return ts }
+	for now = start.Add(time.Minute); !now.After(end); now = now.Add(time.Minute) {
 		smp, err := p.Sample(context.Background(), tgt)
 		if err != nil {
 			t.Fatal(err)
