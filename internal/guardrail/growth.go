@@ -38,9 +38,10 @@ import "math"
 //     pods with too little history for the jump.
 //
 // A series without a sawtooth gives no evidence (2 or 4) while its newest point
-// is below the highest point before its last drop (beenHere, sustain.go): a GC
-// period a little shorter than the sampling interval is sampled a little later
-// in its cycle every time, and climbs the tooth for minutes before it wraps.
+// is below the highest point before its last drop, for a while after that drop
+// even once it has left the history (beenHere, sustain.go): a GC period a
+// little shorter than the sampling interval is sampled a little later in its
+// cycle every time, and climbs the tooth for minutes before it wraps.
 //
 // Each pod is judged on its own history, so one leaking pod of many is found as
 // fast as a single one.
@@ -91,6 +92,10 @@ type workspace struct {
 	a, b, c, d           []float64
 	block, chunk         []int32
 	th                   []tooth
+	// prior is the last drop remembered from earlier histories (the caller
+	// sets it, PodTrack.Drop); drop is the last one in this history, found by
+	// assess.
+	prior, drop drop
 }
 
 // verdict is the outcome of one evaluation of a pod's history.
@@ -140,6 +145,7 @@ type reference struct {
 // oldest first. theta is the growth limit in bytes per second.
 func (w *workspace) assess(t, y []float64, theta float64) verdict {
 	w.clean(t, y)
+	w.drop = w.lastDrop()
 	n := len(w.cy)
 	if n < minFloors {
 		return verdict{}
@@ -167,7 +173,7 @@ func (w *workspace) assess(t, y []float64, theta float64) verdict {
 		if v, ok := w.riseEvidence(spacing, theta); ok {
 			return v
 		}
-	} else if beenHere(w.cy) {
+	} else if w.beenHere(theta) {
 		// A series without GCs that has already been this high and fallen
 		// back: no evidence of growth yet (sustain.go, beenHere).
 		return verdict{}

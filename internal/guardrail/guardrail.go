@@ -225,12 +225,22 @@ func (s *State) observeSample(cfg Config, smp metrics.Sample, limitBytes float64
 			formatBytes(limitBytes), formatPercent(cfg.MaxUtilization))}
 	}
 	series, v, ok := p.value(smp.HeapBytes, smp.WorkingSetBytes, smp.Time)
-	if !ok || !p.add(smp.Time, series, v, cfg.Interval) || !check || cfg.NoGrowth {
+	if !ok || !p.add(smp.Time, series, v, cfg.Interval) || cfg.NoGrowth {
 		return breach
 	}
 	w := workspaces.Get().(*workspace)
 	w.t, w.y = p.points(w.t, w.y)
+	w.prior = p.priorDrop()
+	if !check {
+		// Only recording, but the drops it sees are remembered: a strobe's
+		// last wrap may have left the history when the checks begin.
+		w.clean(w.t, w.y)
+		p.rememberDrop(w.lastDrop())
+		workspaces.Put(w)
+		return breach
+	}
 	verdict := w.assess(w.t, w.y, cfg.MaxGrowthPerMinute/60)
+	p.rememberDrop(w.drop)
 	workspaces.Put(w)
 	if !verdict.breach {
 		p.Breaches = 0

@@ -78,6 +78,18 @@ type PodTrack struct {
 	T0 int64   `json:"t0,omitempty"`
 	DT []int64 `json:"dt,omitempty"`
 	V  []int64 `json:"v,omitempty"`
+	// Drop is the last drop the growth rule saw in the history, kept after its
+	// points have left it (beenHere, sustain.go): a stroboscopic climb can
+	// last longer than the 64 points.
+	Drop *Drop `json:"drop,omitempty"`
+}
+
+// Drop is a fall of the series: the highest point before it and the point
+// after it (KiB), and that point's time (Unix ms).
+type Drop struct {
+	Top    int64 `json:"top"`
+	Bottom int64 `json:"bottom"`
+	At     int64 `json:"at"`
 }
 
 // Reset forgets every pod's growth history, as if the pods had just been seen.
@@ -92,7 +104,7 @@ func (s *State) Reset() {
 }
 
 func (p *PodTrack) clearHistory() {
-	p.Series, p.Breaches, p.T0, p.DT, p.V = "", 0, 0, nil, nil
+	p.Series, p.Breaches, p.T0, p.DT, p.V, p.Drop = "", 0, 0, nil, nil, nil
 }
 
 // track returns the pod's track, creating it when new; pods stay sorted by name.
@@ -201,6 +213,28 @@ func (p *PodTrack) add(t time.Time, series string, bytes float64, interval time.
 		p.V = slices.Delete(p.V, 0, 1)
 	}
 	return true
+}
+
+// priorDrop is the remembered drop on the clock of the history's points.
+func (p *PodTrack) priorDrop() drop {
+	if p.Drop == nil {
+		return drop{}
+	}
+	return drop{top: float64(p.Drop.Top) * 1024, bottom: float64(p.Drop.Bottom) * 1024,
+		at: float64(p.Drop.At-p.T0) / 1000, ok: true}
+}
+
+// rememberDrop keeps the history's last drop, d, for when it has left the
+// history.
+func (p *PodTrack) rememberDrop(d drop) {
+	if !d.ok {
+		return
+	}
+	if p.Drop == nil {
+		p.Drop = &Drop{}
+	}
+	*p.Drop = Drop{Top: int64(math.Round(d.top / 1024)), Bottom: int64(math.Round(d.bottom / 1024)),
+		At: p.T0 + int64(math.Round(d.at*1000))}
 }
 
 func (p *PodTrack) lastTime() int64 {

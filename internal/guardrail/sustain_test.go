@@ -1,11 +1,14 @@
 package guardrail
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 	"perfexp.dev/perf-operator/internal/guardrail/heapsim"
@@ -199,7 +202,8 @@ func TestSustainDecidesGoLeaks(t *testing.T) {
 
 // TestBeenHere: a series without GCs is no evidence of growth while its newest
 // point is within what it already reached and fell back from (the top before
-// its last drop, plus a quarter of that drop).
+// its last drop, plus a quarter of that drop), in the history or remembered
+// from before it.
 func TestBeenHere(t *testing.T) {
 	climb := func(from, to float64, n int) []float64 {
 		y := make([]float64, n)
@@ -215,22 +219,83 @@ func TestBeenHere(t *testing.T) {
 		}
 		return y
 	}
+	// A drop from 3.9 to 1.2 GB, remembered; at the default limit its 2.7 GB
+	// take 25.7 minutes, so it counts for 32.2 minutes after it.
+	dropAt := func(at float64) drop { return drop{top: 3.9 * gb, bottom: 1.2 * gb, at: at, ok: true} }
 	for _, c := range []struct {
-		name string
-		y    []float64
-		want bool
+		name  string
+		y     []float64
+		prior drop
+		want  bool
 	}{
-		{"a climb with no drop before it (a leak from a flat start)", climb(1, 3, 20), false},
-		{"the stroboscopic climb again, below the last top", cat(climb(1.2, 3.9, 25), climb(1.2, 3.5, 20)), true},
-		{"again, up to the last top plus a quarter of the drop", cat(climb(1.2, 3.9, 25), climb(1.2, 4.57, 20)), true},
-		{"past it: beyond anything before", cat(climb(1.2, 3.9, 25), climb(1.2, 4.6, 20)), false},
-		{"a small dip (less than 15 %) is no drop", cat(climb(2, 3, 10), climb(2.6, 2.9, 10)), false},
-		{"a higher top before an earlier drop counts too", cat(climb(1, 6, 10), climb(1, 3, 10), climb(1.5, 3.5, 10)), true},
-		{"and is passed like the last one", cat(climb(1, 6, 10), climb(1, 3, 10), climb(1.5, 7.2, 10)), false},
-		{"a cache held, then evicted: a rise after it waits for its level", cat(climb(2, 2, 10), climb(3, 3, 10), climb(2, 2.8, 10)), true},
+		{"a climb with no drop before it (a leak from a flat start)", climb(1, 3, 20), drop{}, false},
+		{"the stroboscopic climb again, below the last top", cat(climb(1.2, 3.9, 25), climb(1.2, 3.5, 20)), drop{}, true},
+		{"again, up to the last top plus a quarter of the drop", cat(climb(1.2, 3.9, 25), climb(1.2, 4.57, 20)), drop{}, true},
+		{"past it: beyond anything before", cat(climb(1.2, 3.9, 25), climb(1.2, 4.6, 20)), drop{}, false},
+		{"a small dip (less than 15 %) is no drop", cat(climb(2, 3, 10), climb(2.6, 2.9, 10)), drop{}, false},
+		{"a higher top before an earlier drop counts too", cat(climb(1, 6, 10), climb(1, 3, 10), climb(1.5, 3.5, 10)), drop{}, true},
+		{"and is passed like the last one", cat(climb(1, 6, 10), climb(1, 3, 10), climb(1.5, 7.2, 10)), drop{}, false},
+		{"a cache held, then evicted: a rise after it waits for its level", cat(climb(2, 2, 10), climb(3, 3, 10), climb(2, 2.8, 10)), drop{}, true},
+		{"a climb longer than the history, its drop remembered", climb(1.2, 3.5, 64), dropAt(-60), true},
+		{"remembered, up to its top plus a quarter of the drop", climb(1.2, 4.57, 64), dropAt(-60), true},
+		{"remembered, and passed", climb(1.2, 4.6, 64), dropAt(-60), false},
+		{"remembered, 32 minutes before the newest point", climb(1.2, 3.5, 64), dropAt(945 - 32*60), true},
+		{"forgotten 33 minutes after it: a climb that slow is no strobe the rules take for growth", climb(1.2, 3.5, 64), dropAt(945 - 33*60), false},
+		{"a small drop still in the history, forgotten too (0.4 GB: 4.8 minutes)", cat(climb(2, 2.4, 5), climb(2, 2.3, 59)), drop{}, false},
+		{"and counting until then", cat(climb(2, 2.4, 5), climb(2, 2.3, 19)), drop{}, true},
+		{"a drop in the history comes before a remembered one", cat(climb(2, 2.5, 30), climb(1.5, 3, 34)), dropAt(-60), false},
 	} {
-		if got := beenHere(c.y); got != c.want {
+		w := newWorkspace()
+		for i := range c.y {
+			w.ct, w.cy = append(w.ct, 15*float64(i)), append(w.cy, c.y[i])
+		}
+		w.prior = c.prior
+		w.drop = w.lastDrop()
+		if got := w.beenHere(theta100); got != c.want {
 			t.Errorf("%s: beenHere = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestDropRemembered: the last drop outlives the history, and its top takes
+// in points that have left the history since it was first seen; it is
+// forgotten with the history.
+func TestDropRemembered(t *testing.T) {
+	var p PodTrack
+	start := time.Unix(1_700_000_000, 0)
+	at := func(i int) time.Time { return start.Add(time.Duration(i) * 15 * time.Second) }
+	i := 0
+	add := func(v float64) {
+		p.add(at(i), seriesHeap, v, 15*time.Second)
+		w := newWorkspace()
+		w.t, w.y = p.points(w.t, w.y)
+		w.prior = p.priorDrop()
+		w.assess(w.t, w.y, theta100)
+		p.rememberDrop(w.drop)
+		i++
+	}
+	// A 4 GB top, a lower one, then the drop to 1.2 GB, then a climb of 100
+	// points, longer than the history.
+	for _, v := range []float64{2, 4, 4, 3, 3.9, 1.2} {
+		add(v * gb)
+	}
+	for k := 1; k <= 100; k++ {
+		add((1.2 + 2.2*float64(k)/100) * gb)
+	}
+	want := Drop{Top: int64(math.Round(4 * gb / 1024)), Bottom: int64(math.Round(1.2 * gb / 1024)), At: at(5).UnixMilli()}
+	if p.Drop == nil || *p.Drop != want {
+		t.Fatalf("remembered drop %+v, want %+v", p.Drop, want)
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back PodTrack
+	if err := json.Unmarshal(raw, &back); err != nil || !reflect.DeepEqual(back, p) {
+		t.Fatalf("round trip: %v, %+v", err, back.Drop)
+	}
+	p.clearHistory()
+	if p.Drop != nil {
+		t.Errorf("drop kept after the history was cleared: %+v", p.Drop)
 	}
 }

@@ -193,7 +193,7 @@ func TestSweep(t *testing.T) {
 	var evicted []leakCell
 	for _, noise := range []float64{0.003, 0.01, 0.03} {
 		for _, size := range []float64{0, 0.5, 1, 1.9} {
-			for _, ago := range []float64{120, 600} {
+			for _, ago := range []float64{120, 600, 900} {
 				if size == 0 && ago > 120 {
 					continue
 				}

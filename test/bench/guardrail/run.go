@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"perfexp.dev/perf-operator/internal/guardrail"
+	"perfexp.dev/perf-operator/internal/guardrail/edensim"
 	"perfexp.dev/perf-operator/internal/guardrail/heapsim"
 	"perfexp.dev/perf-operator/internal/metrics"
 )
@@ -58,9 +59,12 @@ func config(interval float64) guardrail.Config {
 }
 
 // pod is one simulated target pod: it exists from `from` to `until` (seconds).
+// Its memory comes from heapsim, or from the independent model when eden is
+// set.
 type pod struct {
 	name        string
 	sim         *heapsim.Pod
+	eden        *edensim.Pod
 	from, until float64
 	restarts    int32
 	leaks       bool
@@ -112,9 +116,9 @@ func (r *run) play() outcome {
 			if t < p.from || t >= p.until {
 				continue
 			}
-			states = append(states, guardrail.PodState{Name: p.name, Restarts: p.restarts, StartedAt: at(p.sim.Started)})
+			states = append(states, guardrail.PodState{Name: p.name, Restarts: p.restarts, StartedAt: at(p.started())})
 			ts := t + r.jitter*(2*r.rng.Float64()-1)
-			heap, ws := p.sim.Sample(ts)
+			heap, ws := p.sample(ts)
 			if r.rng.Float64() < r.lost {
 				continue
 			}
@@ -145,6 +149,23 @@ func (r *run) play() outcome {
 		}
 	}
 	return out
+}
+
+// sample is the pod's simulated memory at t.
+func (p *pod) sample(t float64) (heap, workingSet float64) {
+	if p.eden != nil {
+		return p.eden.Sample(t)
+	}
+	return p.sim.Sample(t)
+}
+
+// started is when the pod's container started: the independent model's
+// pods are two hours old when the run begins.
+func (p *pod) started() float64 {
+	if p.eden != nil {
+		return -2 * hour
+	}
+	return p.sim.Started
 }
 
 func containsPod(msg, name string) bool {

@@ -1,0 +1,134 @@
+package guardrailbench
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/guardrail/edensim"
+)
+
+// edenCell is one condition of the independent heap model (edensim): young
+// collections when the eden fills, a load curve, per-cycle allocation
+// jitter, promotion into an old generation reclaimed by mixed collections.
+type edenCell struct {
+	noise, period, interval float64
+	// promotion is the mean promoted per young collection (MB); gain the
+	// toggle's extra allocation (0.3: +30 %), leak what it retains (MB/min).
+	promotion, gain, leak float64
+}
+
+func (c edenCell) kind() string {
+	switch {
+	case c.leak > 0:
+		return fmt.Sprintf("leak +%.0f MB/min", c.leak)
+	case c.gain > 0:
+		return fmt.Sprintf("allocation +%.0f %%", 100*c.gain)
+	}
+	return fmt.Sprintf("healthy, %2.0f MB promoted", c.promotion)
+}
+
+// run is one experiment on one pod of the model: 20 minutes recorded before
+// the toggle, then guarded; a leak starts at the toggle plus up to one
+// interval.
+func (c edenCell) run(seed uint64, guarded float64) *run {
+	rng := rand.New(rand.NewPCG(seed, 0xede5))
+	r := &run{rng: rng, cfg: config(c.interval), interval: c.interval, onset: math.Inf(1), jitter: 0.5, resetAt: math.Inf(1)}
+	r.toggle = math.Ceil((baseline+60*rng.Float64())/c.interval) * c.interval
+	r.end = r.toggle + guarded
+	e := edensim.New(rand.New(rand.NewPCG(seed, 0x90d)), c.period)
+	e.Noise, e.Promotion = c.noise, c.promotion*mb
+	if c.gain > 0 {
+		e.Gain, e.GainAt = 1+c.gain, r.toggle
+	}
+	p := &pod{name: podName(0, 0), eden: e, until: math.Inf(1)}
+	if c.leak > 0 {
+		r.onset = r.toggle + c.interval*rng.Float64()
+		e.Leak, e.LeakOnset, p.leaks = c.leak*mb/60, r.onset, true
+	}
+	r.pods = []*pod{p}
+	return r
+}
+
+// TestIndependentHeapModel plays the guardrail on the independent model
+// (edensim) over noise, GC period and sampling: healthy pods with and without
+// promotion, a toggle that allocates 30 % more (its GC period shortens, and
+// may land near the samples: stroboscopic sampling), and the seed's leak. It
+// prints a table. Every leak must be aborted, naming its pod, within 20
+// minutes, and healthy pods promoting up to 10 MB per collection must never
+// be. Printed, not failed (README, "An independent heap model"): healthy pods
+// promoting 30 MB per collection, whose old generation grows by about 30
+// MB/min until mixed collections reclaim it, a few of which the jump took
+// for a leak while the load rose (the teeth steepen, the floors climb with
+// the old generation and the sampling phase); and the allocation toggle,
+// whose stroboscopic climbs end higher than the last (a slow leak to every
+// rule).
+func TestIndependentHeapModel(t *testing.T) {
+	off := offset(t)
+	n, guarded := runs(4, 15), 3*hour
+	var cells []edenCell
+	for _, noise := range noises {
+		for _, pi := range [][2]float64{{60, 15}, {20, 15}, {120, 15}, {60, 30}, {30, 10}, {45, 15}} {
+			for _, k := range []edenCell{{promotion: 0}, {promotion: 10}, {promotion: 30}, {promotion: 10, gain: 0.3}, {promotion: 10, leak: 700}} {
+				k.noise, k.period, k.interval = noise, pi[0], pi[1]
+				cells = append(cells, k)
+			}
+		}
+	}
+	outs := playAll(len(cells)*n, func(i int) *run {
+		c := cells[i/n]
+		g := guarded
+		if c.leak > 0 {
+			g = 20 * 60
+		}
+		return c.run(off+3_000_000+uint64(i), g)
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "Independent heap model (edensim), %d runs a cell, healthy runs guarded %.0f h (seed offset %d)\n", n, guarded/hour, off)
+	fmt.Fprintf(&b, "%-6s %-14s %-26s %s\n", "noise", "GC, sampling", "pod", "false aborts in pod-hours, or leak p50 / p95 / max s (by growth)")
+	for ci, c := range cells {
+		var delays []float64
+		aborts, hours, growth := 0, 0.0, 0
+		first := ""
+		for _, o := range outs[ci*n : (ci+1)*n] {
+			if c.leak > 0 {
+				switch {
+				case o.breach == nil || !o.leaker:
+					t.Errorf("%s, %.1f %% noise, GC ~%.0f s every %.0f s: not aborted within 20 minutes: %v", c.kind(), 100*c.noise, c.period, c.interval, o.breach)
+					delays = append(delays, math.Inf(1))
+				default:
+					delays = append(delays, o.after)
+					if o.breach.Reason == perfv1.ReasonHeapGrowth {
+						growth++
+					}
+				}
+				continue
+			}
+			if o.breach == nil {
+				hours += o.podHours
+				continue
+			}
+			aborts++
+			hours += o.podHours
+			if first == "" {
+				first = fmt.Sprintf(", first after %.0f s: %s", o.after, o.breach.Message)
+			}
+		}
+		row := fmt.Sprintf("%4.1f %%  GC ~%3.0f s, %2.0f s  %-26s ", 100*c.noise, c.period, c.interval, c.kind())
+		if c.leak > 0 {
+			slices.Sort(delays)
+			q := func(p float64) float64 { return delays[int(math.Ceil(p*float64(len(delays))))-1] }
+			fmt.Fprintf(&b, "%s%.0f / %.0f / %.0f (%d of %d)\n", row, q(0.5), q(0.95), q(1), growth, len(delays))
+			continue
+		}
+		fmt.Fprintf(&b, "%s%d in %.0f%s\n", row, aborts, hours, first)
+		if aborts > 0 && c.gain == 0 && c.promotion <= 10 {
+			t.Errorf("healthy pod aborted: %s%d in %.0f%s", row, aborts, hours, first)
+		}
+	}
+	t.Log(b.String())
+}
