@@ -356,22 +356,39 @@ func TestMissingSamples(t *testing.T) {
 	}
 }
 
-// TestHistoryResolution: with a 5 s interval only one point per 15 s enters the
-// history, so 64 points still span 16 minutes.
+// TestHistoryResolution: the history keeps 16 minutes of points at one point
+// per interval, or per 10 s when the interval is shorter (64 points at 15 s,
+// 96 at 10 s and 5 s, never fewer than 64: 32 minutes at 30 s). Samples that
+// come up to half an interval early or late (scrape jitter) all count: at a
+// 10 s interval with ±0.5 s of jitter, a rule of one point per 15 s kept a
+// random half of them, leaving 10 and 20 s gaps that hid floors and doubled
+// the sampling phase's width (GC every 60 s: p95 390 s against 136 s,
+// test/bench/guardrail).
 func TestHistoryResolution(t *testing.T) {
-	var st State
-	cfg := defaultConfig()
-	cfg.Interval = 5 * time.Second
-	g := newGen(2)
-	for i := 0; i < 1000; i++ {
-		s := sample(g, "a", float64(i)*5, false)
-		st.Observe(cfg, []metrics.Sample{s}, nil, limit, s.Time)
-	}
-	p := st.Pods[0]
-	if len(p.V) != maxPoints {
-		t.Fatalf("%d points, want %d", len(p.V), maxPoints)
-	}
-	if span := time.Duration(p.lastTime()-p.T0) * time.Millisecond; span != 63*15*time.Second {
-		t.Errorf("history spans %v, want %v", span, 63*15*time.Second)
+	for _, c := range []struct {
+		every, jitter float64
+		points        int
+		span          time.Duration
+	}{
+		{5, 0, 96, 95 * 10 * time.Second},
+		{10, 0.5, 96, 95 * 10 * time.Second},
+		{12, 0.5, 80, 79 * 12 * time.Second},
+		{15, 0.5, 64, 63 * 15 * time.Second},
+		{30, 0.5, 64, 63 * 30 * time.Second},
+	} {
+		var st State
+		cfg := defaultConfig()
+		cfg.Interval = time.Duration(c.every * float64(time.Second))
+		g := newGen(2)
+		rng := rand.New(rand.NewPCG(3, 3))
+		for i := 0; i < 1000; i++ {
+			s := sample(g, "a", float64(i)*c.every+c.jitter*(2*rng.Float64()-1), false)
+			st.Observe(cfg, []metrics.Sample{s}, nil, limit, s.Time)
+		}
+		p := st.Pods[0]
+		span := time.Duration(p.lastTime()-p.T0) * time.Millisecond
+		if len(p.V) != c.points || (span-c.span).Abs() > time.Second {
+			t.Errorf("every %.0f s ± %.1f s: %d points over %v, want %d over %v", c.every, c.jitter, len(p.V), span, c.points, c.span)
+		}
 	}
 }

@@ -235,12 +235,13 @@ func (s *State) observeSample(cfg Config, smp metrics.Sample, limitBytes float64
 		// Only recording, but the drops it sees are remembered: a strobe's
 		// last wrap may have left the history when the checks begin.
 		w.clean(w.t, w.y)
-		p.rememberDrop(w.lastDrop())
+		w.drop = w.lastDrop()
+		p.rememberDrop(w.remember(cfg.MaxGrowthPerMinute / 60))
 		workspaces.Put(w)
 		return breach
 	}
 	verdict := w.assess(w.t, w.y, cfg.MaxGrowthPerMinute/60)
-	p.rememberDrop(w.drop)
+	p.rememberDrop(w.remember(cfg.MaxGrowthPerMinute / 60))
 	workspaces.Put(w)
 	if !verdict.breach {
 		p.Breaches = 0

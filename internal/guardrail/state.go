@@ -9,16 +9,19 @@ import (
 
 // Bounds of the persisted state. The engine stores the State, as JSON, in the
 // experiment's status on every status write, so it must stay small whatever runs:
-// 64 points cover 16 minutes at the default 15 s interval (eight or more GC cycles
-// of reference plus the window under test), and 20 pods cover a rollout of a
-// ten-replica Deployment with maxSurge 100 %.
+// a pod's history holds 16 minutes of points (eight or more GC cycles of
+// reference plus the window under test) — 64 at the default 15 s interval, 96
+// at 10 s, never fewer than 64 or more than 96 — and 20 pods cover a rollout of
+// a ten-replica Deployment with maxSurge 100 %.
 const (
-	maxPoints = 64
-	maxPods   = 20
+	minPoints   = 64
+	maxPoints   = 96
+	historySpan = 16 * time.Minute
+	maxPods     = 20
 	// minSpacing is the finest resolution kept: with a shorter interval every
 	// sample is still checked against the hard limits, but only one point per
-	// 15 s enters the history, so that 64 points always span 16 minutes.
-	minSpacing = 15 * time.Second
+	// 10 s enters the history.
+	minSpacing = 10 * time.Second
 	// staleAfter: a pod absent from samples and pod states this long is gone
 	// (replaced by a rollout); its history is dropped, its restarts are kept.
 	staleAfter = 10 * time.Minute
@@ -37,7 +40,8 @@ const (
 // State is what the guardrails remember between samples. It is JSON-serialisable
 // so the engine can keep it in the experiment's status: an operator restarted at
 // any moment carries on from it and takes the same decisions. It is bounded:
-// at most 20 pods of at most 64 points each, about 1 KiB per pod.
+// at most 20 pods of at most 96 points each (64 at the default 15 s
+// interval), about 1–1.5 KiB per pod.
 // The zero State is ready to use.
 type State struct {
 	// Start is when Observe was first called (Unix milliseconds): restarts and
@@ -80,7 +84,7 @@ type PodTrack struct {
 	V  []int64 `json:"v,omitempty"`
 	// Drop is the last drop the growth rule saw in the history, kept after its
 	// points have left it (beenHere, sustain.go): a stroboscopic climb can
-	// last longer than the 64 points.
+	// last longer than the history holds.
 	Drop *Drop `json:"drop,omitempty"`
 }
 
@@ -185,7 +189,7 @@ func (p *PodTrack) value(heap, workingSet float64, t time.Time) (string, float64
 // added: not in the warm-up, not older than the last point, not closer to it than
 // the history's resolution.
 func (p *PodTrack) add(t time.Time, series string, bytes float64, interval time.Duration) bool {
-	spacing := max(interval, minSpacing)
+	spacing, capacity := historySpacing(interval)
 	ms := t.UnixMilli()
 	if p.StartedAt != 0 && ms < p.StartedAt+warmUp.Milliseconds() {
 		return false
@@ -207,10 +211,12 @@ func (p *PodTrack) add(t time.Time, series string, bytes float64, interval time.
 		p.T0 = ms
 	}
 	p.V = append(p.V, int64(math.Round(bytes/1024)))
-	if len(p.V) > maxPoints {
-		p.T0 += p.DT[0]
-		p.DT = slices.Delete(p.DT, 0, 1)
-		p.V = slices.Delete(p.V, 0, 1)
+	if over := len(p.V) - capacity; over > 0 {
+		for _, d := range p.DT[:over] {
+			p.T0 += d
+		}
+		p.DT = slices.Delete(p.DT, 0, over)
+		p.V = slices.Delete(p.V, 0, over)
 	}
 	return true
 }
@@ -235,6 +241,14 @@ func (p *PodTrack) rememberDrop(d drop) {
 	}
 	*p.Drop = Drop{Top: int64(math.Round(d.top / 1024)), Bottom: int64(math.Round(d.bottom / 1024)),
 		At: p.T0 + int64(math.Round(d.at*1000))}
+}
+
+// historySpacing is the history's resolution at a sampling interval — the
+// interval, or minSpacing when it is shorter — and how many points it keeps:
+// historySpan at that resolution, within [minPoints, maxPoints].
+func historySpacing(interval time.Duration) (time.Duration, int) {
+	spacing := max(interval, minSpacing)
+	return spacing, min(max(int(historySpan/spacing), minPoints), maxPoints)
 }
 
 func (p *PodTrack) lastTime() int64 {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"perfexp.dev/perf-operator/internal/guardrail/heapsim"
 	"perfexp.dev/perf-operator/internal/metrics"
@@ -125,10 +126,22 @@ func TestReplayIsIdempotent(t *testing.T) {
 	}
 }
 
-// TestStateIsBounded: 10,000 samples of 10 pods persist in under 16 KiB; pods
-// beyond 20 are dropped, least recently seen first, their restarts kept.
+// TestStateIsBounded: 10,000 samples of 10 pods persist in under 16 KiB at the
+// default 15 s interval (64 points a pod) and 24 KiB at 10 s (96); pods beyond
+// 20 are dropped, least recently seen first, their restarts kept.
 func TestStateIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		every float64
+		bound int
+	}{{15, 16 << 10}, {10, 24 << 10}} {
+		stateIsBounded(t, c.every, c.bound)
+	}
+}
+
+func stateIsBounded(t *testing.T, every float64, bound int) {
 	cfg := defaultConfig()
+	cfg.Interval = time.Duration(every * float64(time.Second))
+	_, capacity := historySpacing(cfg.Interval)
 	cfg.MaxRestarts = 1 << 30
 	gens := make([]*heapsim.Pod, 10)
 	for i := range gens {
@@ -138,22 +151,22 @@ func TestStateIsBounded(t *testing.T) {
 	for k := 0; k < 10000; k++ {
 		var smp []metrics.Sample
 		for i, g := range gens {
-			smp = append(smp, sample(g, fmt.Sprintf("mall-gateway-7d9c8b6f5-%05d", i), float64(k)*15, false))
+			smp = append(smp, sample(g, fmt.Sprintf("mall-gateway-7d9c8b6f5-%05d", i), float64(k)*every, false))
 		}
 		st.Observe(cfg, smp, nil, limit, smp[0].Time)
 	}
 	raw, _ := json.Marshal(&st)
-	t.Logf("10 pods, 10,000 samples each: %d bytes of JSON", len(raw))
-	if len(raw) > 16<<10 {
-		t.Errorf("state is %d bytes, want < 16 KiB", len(raw))
+	t.Logf("every %.0f s: 10 pods, 10,000 samples each: %d bytes of JSON", every, len(raw))
+	if len(raw) > bound {
+		t.Errorf("every %.0f s: state is %d bytes, want < %d", every, len(raw), bound)
 	}
 	for _, p := range st.Pods {
-		if len(p.V) > maxPoints || len(p.DT) != len(p.V)-1 {
+		if len(p.V) != capacity || len(p.DT) != len(p.V)-1 {
 			t.Errorf("pod %s keeps %d points (%d intervals)", p.Name, len(p.V), len(p.DT))
 		}
 	}
 	for i := 0; i < 50; i++ { // a stream of new pods, each restarted once
-		now := at(150000 + float64(i)*15)
+		now := at(150000 + float64(i)*every)
 		st.Observe(cfg, nil, []PodState{{Name: fmt.Sprintf("burst-%02d", i), Restarts: 1}}, limit, now)
 	}
 	if len(st.Pods) != maxPods {

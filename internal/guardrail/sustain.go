@@ -91,10 +91,10 @@ func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
 	return verdict{breach: true, slope: slope, kind: evidenceSustain, floorNow: w.cy[n-1], sigmas: z}, true
 }
 
-// beenHere reports whether the newest point of y is within the range the
-// series has already shown and fallen back from: below the highest point
-// before its last drop (a fall by dropFrac), raised by beenHereMargin of that
-// drop's height. A sawtooth whose GC period is a little shorter than the
+// beenHere reports whether the newest point of the cleaned history is within
+// the range the series has already shown and fallen back from: below the
+// highest point before a drop (a fall by dropFrac) that still counts, raised
+// by beenHereMargin of that drop's height. A sawtooth whose GC period is a little shorter than the
 // sampling interval (or than a divisor of it) is sampled a little later in its
 // cycle at every sample: the points climb the whole tooth over many samples —
 // a steady rise of hundreds of MB a minute — and fall back to the floor when
@@ -106,34 +106,54 @@ func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
 // sawtooth (the ramp, the sustained rise, the trend of its levels).
 //
 // A drop vetoes for dropMemory times as long as its height takes at the
-// growth limit, whether or not it is still in the 64-point history: a climb
-// can take longer than the history holds (GC 1 % shorter than 15 s samples
-// wraps every 25 minutes), so the last drop is remembered after it has left
-// it (PodTrack.Drop, also while the baseline is only recorded), and a climb
-// slower than that rises at under 0.8 of the limit, which the rules it vetoes
-// do not take for growth. (Remembered for twice as long, 7 fewer strobes of
-// 55 were aborted in 3,400 pod-hours; the drop's top taken from the history
-// alone, 111.)
+// growth limit, whether or not it is still in the history: a climb can take
+// longer than the history holds (GC 1 % shorter than 15 s samples wraps every
+// 25 minutes), so the drop is remembered after it has left it (PodTrack.Drop,
+// also while the baseline is only recorded), and a climb slower than that
+// rises at under half the limit on average. With a jittered GC the sampling
+// phase wanders, lingers near the wrap and makes small falls there, so a
+// later drop replaces the remembered one only when it reaches higher or the
+// remembered one no longer counts (counting). Healthy strobes aborted per
+// 3,400 pod-hours (offset 0, the history at 10 s): 73 remembered for 1.25
+// times as long, 46 for twice, 29 for ever (those left began their climb
+// before the recording did, or hover at the wrap long enough to look like a
+// sawtooth whose floors climb).
 //
 // The cost falls on a leak that starts soon after a big cache was evicted:
 // it is judged only once it passes the cache's level plus a quarter of the
-// eviction, or once the eviction is forgotten (+200 MB/min on a 2 GB Go
-// working set, 1 % noise, a 1 GB cache evicted 2 minutes before: p95 245 →
-// 455 s; 1.9 GB evicted 2–10 minutes before: about 800 s; make
-// bench-guardrail prints the table). Telling such a cache from a strobe's
-// climb by its shape (a climb right before the drop, or a level held before
-// it) let 50–80 strobes in 7,000 pod-hours through: near its wrap a strobe's
-// samples hover and flip, and look held or flat.
+// eviction, or once the eviction no longer counts (1 GB: 19 minutes; 1.9
+// GB: 36), make bench-guardrail prints the table (README, "Stroboscopic
+// sampling"). Telling such a cache from a strobe's climb by its shape (a
+// climb right before the drop, or a level held before it) let 50–80 strobes
+// in 7,000 pod-hours through: near its wrap a strobe's samples hover and
+// flip, and look held or flat.
 func (w *workspace) beenHere(theta float64) bool {
-	n := len(w.cy)
-	d := w.drop
-	if !d.ok {
-		d = w.prior
+	d, ok := w.counting(theta)
+	return ok && w.cy[len(w.cy)-1] <= d.reach()
+}
+
+// counting is the drop that still counts at the newest point, of the
+// history's last one and the remembered one, the one with the higher reach:
+// a small fall near the bottom of a strobe's climb (its phase hovering at the
+// wrap) does not replace the climb's own drop. ok is false when neither
+// counts.
+func (w *workspace) counting(theta float64) (best drop, ok bool) {
+	now := w.ct[len(w.ct)-1]
+	for _, d := range [...]drop{w.drop, w.prior} {
+		if d.ok && now-d.at <= dropMemory*(d.top-d.bottom)/theta && (!ok || d.reach() > best.reach()) {
+			best, ok = d, true
+		}
 	}
-	if !d.ok || w.ct[n-1]-d.at > dropMemory*(d.top-d.bottom)/theta {
-		return false
+	return best, ok
+}
+
+// remember is the drop to keep for later histories: the one that counts, or
+// else the history's last (which counts no more, or is none).
+func (w *workspace) remember(theta float64) drop {
+	if d, ok := w.counting(theta); ok {
+		return d
 	}
-	return w.cy[n-1] <= d.top+beenHereMargin*(d.top-d.bottom)
+	return w.drop
 }
 
 // drop is a fall of the series by more than dropFrac: the highest point before
@@ -142,6 +162,9 @@ type drop struct {
 	top, bottom, at float64
 	ok              bool
 }
+
+// reach is how high the series may rise again without evidence of growth.
+func (d drop) reach() float64 { return d.top + beenHereMargin*(d.top-d.bottom) }
 
 // lastDrop finds the last drop of the cleaned history. When it is the one
 // remembered from earlier histories, its top is the higher of the two: points
@@ -162,7 +185,7 @@ func (w *workspace) lastDrop() drop {
 
 // dropMemory: how long a drop vetoes growth evidence, in times the drop's
 // height over the growth limit.
-const dropMemory = 1.25
+const dropMemory = 2.0
 
 // beenHereMargin: the newest point must clear the top before the last drop by
 // a quarter of the drop's height. The top of a stroboscopic climb varies with

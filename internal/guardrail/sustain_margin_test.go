@@ -113,7 +113,7 @@ func TestSustainMargin(t *testing.T) {
 						continue
 					}
 					ht, hy = append(ht, tm), append(hy, ws)
-					if len(hy) > maxPoints {
+					if len(hy) > minPoints { // 15 s samples
 						ht, hy = ht[1:], hy[1:]
 					}
 					if tm < 1200 {

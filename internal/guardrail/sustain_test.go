@@ -220,7 +220,7 @@ func TestBeenHere(t *testing.T) {
 		return y
 	}
 	// A drop from 3.9 to 1.2 GB, remembered; at the default limit its 2.7 GB
-	// take 25.7 minutes, so it counts for 32.2 minutes after it.
+	// take 25.7 minutes, so it counts for 51.5 minutes after it.
 	dropAt := func(at float64) drop { return drop{top: 3.9 * gb, bottom: 1.2 * gb, at: at, ok: true} }
 	for _, c := range []struct {
 		name  string
@@ -239,11 +239,13 @@ func TestBeenHere(t *testing.T) {
 		{"a climb longer than the history, its drop remembered", climb(1.2, 3.5, 64), dropAt(-60), true},
 		{"remembered, up to its top plus a quarter of the drop", climb(1.2, 4.57, 64), dropAt(-60), true},
 		{"remembered, and passed", climb(1.2, 4.6, 64), dropAt(-60), false},
-		{"remembered, 32 minutes before the newest point", climb(1.2, 3.5, 64), dropAt(945 - 32*60), true},
-		{"forgotten 33 minutes after it: a climb that slow is no strobe the rules take for growth", climb(1.2, 3.5, 64), dropAt(945 - 33*60), false},
-		{"a small drop still in the history, forgotten too (0.4 GB: 4.8 minutes)", cat(climb(2, 2.4, 5), climb(2, 2.3, 59)), drop{}, false},
-		{"and counting until then", cat(climb(2, 2.4, 5), climb(2, 2.3, 19)), drop{}, true},
-		{"a drop in the history comes before a remembered one", cat(climb(2, 2.5, 30), climb(1.5, 3, 34)), dropAt(-60), false},
+		{"remembered, 51 minutes before the newest point", climb(1.2, 3.5, 64), dropAt(945 - 51*60), true},
+		{"forgotten 52 minutes after it: a climb that slow is no strobe the rules take for growth", climb(1.2, 3.5, 64), dropAt(945 - 52*60), false},
+		{"a small drop still in the history, forgotten too (0.4 GB: 7.6 minutes)", cat(climb(2, 2.4, 5), climb(2, 2.3, 59)), drop{}, false},
+		{"and counting until then", cat(climb(2, 2.4, 5), climb(2, 2.3, 30)), drop{}, true},
+		{"a smaller drop in the history does not hide a remembered one that still counts", cat(climb(2, 2.5, 30), climb(1.5, 3, 34)), dropAt(-60), true},
+		{"nor one that counts no more: the history's own decides", cat(climb(2, 2.5, 30), climb(1.5, 3, 34)), dropAt(945 - 52*60), false},
+		{"and a higher one in the history wins over the remembered", cat(climb(2, 5, 30), climb(1.5, 5.5, 34)), dropAt(-60), true},
 	} {
 		w := newWorkspace()
 		for i := range c.y {

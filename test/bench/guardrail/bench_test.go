@@ -210,9 +210,17 @@ func TestSweep(t *testing.T) {
 }
 
 // BenchmarkObserve is the cost of one Observe call for one pod whose history is
-// full: the per-sample cost of the guardrails.
+// full: the per-sample cost of the guardrails, at the default 15 s interval
+// (64 points) and at 10 s (96).
 func BenchmarkObserve(b *testing.B) {
+	for _, interval := range []float64{15, 10} {
+		b.Run(fmt.Sprintf("every-%.0fs", interval), func(b *testing.B) { benchObserve(b, interval) })
+	}
+}
+
+func benchObserve(b *testing.B, interval float64) {
 	c := seed()
+	c.interval = interval
 	r := c.newRun(1, 0)
 	var st guardrail.State
 	p := r.pods[0]
@@ -224,7 +232,7 @@ func BenchmarkObserve(b *testing.B) {
 		smp[0] = metrics.Sample{Time: at(tm), Pod: p.name, WorkingSetBytes: ws, HeapBytes: heap}
 		tm += c.interval
 	}
-	for i := 0; i < 80; i++ {
+	for i := 0; i < 120; i++ {
 		feed()
 		st.Record(r.cfg, smp, states, at(tm))
 	}
