@@ -92,9 +92,9 @@ type workspace struct {
 	a, b, c, d           []float64
 	block, chunk         []int32
 	th                   []tooth
-	// prior is the last drop remembered from earlier histories (the caller
-	// sets it, PodTrack.Drop); drop is the last one in this history, found by
-	// assess.
+	// prior is the drop remembered from earlier histories (the caller sets
+	// it, PodTrack.Drop); drop is the last one in this history (lastDrop,
+	// which assess calls).
 	prior, drop drop
 }
 

@@ -230,8 +230,8 @@ func (p *PodTrack) priorDrop() drop {
 		at: float64(p.Drop.At-p.T0) / 1000, ok: true}
 }
 
-// rememberDrop keeps the history's last drop, d, for when it has left the
-// history.
+// rememberDrop keeps d, the drop that still counts or else the history's last
+// (workspace.remember), for histories it has left.
 func (p *PodTrack) rememberDrop(d drop) {
 	if !d.ok {
 		return
