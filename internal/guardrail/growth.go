@@ -93,8 +93,7 @@ type workspace struct {
 	block, chunk         []int32
 	th                   []tooth
 	// prior is the drop remembered from earlier histories (the caller sets
-	// it, PodTrack.Drop); drop is the last one in this history (lastDrop,
-	// which assess calls).
+	// it, PodTrack.Drop); drop is the last one in this history (prepare).
 	prior, drop drop
 }
 
@@ -144,8 +143,7 @@ type reference struct {
 // assess evaluates the growth rule on a pod's history: t in seconds, y in bytes,
 // oldest first. theta is the growth limit in bytes per second.
 func (w *workspace) assess(t, y []float64, theta float64) verdict {
-	w.clean(t, y)
-	w.drop = w.lastDrop()
+	w.prepare(t, y)
 	n := len(w.cy)
 	if n < minFloors {
 		return verdict{}
@@ -186,6 +184,13 @@ func (w *workspace) assess(t, y []float64, theta float64) verdict {
 		return verdict{breach: true, slope: s, kind: evidenceTrend}
 	}
 	return verdict{}
+}
+
+// prepare cleans the history (t, y) into ct, cy and finds its last drop: what
+// every evaluation starts from, and all that recording needs.
+func (w *workspace) prepare(t, y []float64) {
+	w.clean(t, y)
+	w.drop = w.lastDrop()
 }
 
 // envelope copies the lower envelope of the history into ct, cy: the least

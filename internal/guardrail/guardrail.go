@@ -231,18 +231,20 @@ func (s *State) observeSample(cfg Config, smp metrics.Sample, limitBytes float64
 	w := workspaces.Get().(*workspace)
 	w.t, w.y = p.points(w.t, w.y)
 	w.prior = p.priorDrop()
-	if !check {
+	theta := cfg.MaxGrowthPerMinute / 60
+	var verdict verdict
+	if check {
+		verdict = w.assess(w.t, w.y, theta)
+	} else {
 		// Only recording, but the drops it sees are remembered: a strobe's
 		// last wrap may have left the history when the checks begin.
-		w.clean(w.t, w.y)
-		w.drop = w.lastDrop()
-		p.rememberDrop(w.remember(cfg.MaxGrowthPerMinute / 60))
-		workspaces.Put(w)
+		w.prepare(w.t, w.y)
+	}
+	p.rememberDrop(w.remember(theta))
+	workspaces.Put(w)
+	if !check {
 		return breach
 	}
-	verdict := w.assess(w.t, w.y, cfg.MaxGrowthPerMinute/60)
-	p.rememberDrop(w.remember(cfg.MaxGrowthPerMinute / 60))
-	workspaces.Put(w)
 	if !verdict.breach {
 		p.Breaches = 0
 		return breach

@@ -94,9 +94,9 @@ func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
 // beenHere reports whether the newest point of the cleaned history is within
 // the range the series has already shown and fallen back from: below the
 // highest point before a drop (a fall by dropFrac) that still counts, raised
-// by beenHereMargin of that drop's height. A sawtooth whose GC period is a little shorter than the
-// sampling interval (or than a divisor of it) is sampled a little later in its
-// cycle at every sample: the points climb the whole tooth over many samples —
+// by beenHereMargin of that drop's height. A sawtooth whose GC period is a
+// little shorter than the sampling interval (or than a divisor of it) is
+// sampled a little later in its cycle at every sample: the points climb the whole tooth over many samples —
 // a steady rise of hundreds of MB a minute — and fall back to the floor when
 // the phase wraps (stroboscopic sampling; GC every 14.5 s ± 3 % sampled every
 // 15 s aborted 18 healthy runs of 40 in three hours, test/bench/guardrail

@@ -24,21 +24,29 @@ type leakCell struct {
 func measureLeak(c cond, runs int, offset uint64) leakCell {
 	out := playAll(runs, func(i int) *run { return c.leakRun(offset + uint64(i)) })
 	cell := leakCell{c: c}
+	cell.delays, cell.growth, cell.wrong = leakOutcomes(out)
+	return cell
+}
+
+// leakOutcomes reads leak runs: the delays from onset to the abort of a
+// leaking pod, sorted (+Inf for a leak not aborted, or a healthy pod aborted
+// first), how many were aborts by HeapGrowth, and how many of a healthy pod.
+func leakOutcomes(out []outcome) (delays []float64, growth, wrong int) {
 	for _, o := range out {
 		d := math.Inf(1)
 		switch {
 		case o.breach != nil && !o.leaker:
-			cell.wrong++
+			wrong++
 		case o.breach != nil:
 			d = o.after
 			if o.breach.Reason == perfv1.ReasonHeapGrowth {
-				cell.growth++
+				growth++
 			}
 		}
-		cell.delays = append(cell.delays, d)
+		delays = append(delays, d)
 	}
-	slices.Sort(cell.delays)
-	return cell
+	slices.Sort(delays)
+	return delays, growth, wrong
 }
 
 // quantile is the q-quantile of the sorted delays (nearest rank).
