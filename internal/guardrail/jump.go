@@ -33,6 +33,9 @@ import "math"
 //   - once the newest cycle has steps of its own, they carry part of the
 //     extra slope too: a leak steepens every tooth, a cache filled over the
 //     previous cycle only that one;
+//   - reference floors that rise consistently, at up to the growth limit,
+//     are judged where that creep has taken them by the newest floor's time
+//     (creep): an old generation filling under the limit is not a jump;
 //   - the band's top is at least the highest of the newest reference floors:
 //     after a step or a fill inside the reference, the floor sits at its new
 //     level, which the band of all the floors (and its physical bound) puts
@@ -185,6 +188,13 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	extra := hodgesLehmann(steps, w.a) - ref.rate
 	cur := th[k]
 	y, t := w.cy[cur.lo], w.ct[cur.lo]
+	// Reference floors that have been creeping up are judged where their
+	// creep has taken them by now (creep).
+	if c := w.creep(ft, fy, theta); c > 0 {
+		for i := range fy {
+			fy[i] += c * (t - ft[i])
+		}
+	}
 	// The newest reference floors bound the band from below: after a step or
 	// a cache fill inside the reference the pod's floor sits at its new level,
 	// which the band of all the floors (and its physical bound) can put
@@ -252,6 +262,30 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 		return verdict{}, false
 	}
 	return verdict{breach: true, slope: extra, kind: evidenceJump, floorNow: y, floorRef: m, sigmas: (y - m) / sigma}, true
+}
+
+// creepLevel: the reference floors creep when they rise with a one-sided
+// Mann–Kendall p below it.
+const creepLevel = 0.05
+
+// creep is the rate at which the reference floors (at ft, fy) rise, when
+// they rise consistently (creepLevel): their Theil–Sen slope, at most the
+// growth limit theta; 0 when they do not. A healthy JVM's floor may climb for
+// many cycles at a rate the limit allows — a G1 old generation filling with
+// what the young collections promote, until mixed collections reclaim it —
+// and judged against the band of floors from ten minutes earlier, its newest
+// floor stood hundreds of MB above it; with the teeth steeper as the load
+// rose, that was a jump (internal/guardrail/edensim, 30 MB promoted per
+// collection: 8 aborts in 21,600 healthy pod-hours, test/bench/guardrail
+// TestIndependentHeapModel). Growth up to theta is what the rule allows, so
+// the band follows it up to that rate; a leak's floors rise only from its
+// onset, after the reference.
+func (w *workspace) creep(ft, fy []float64, theta float64) float64 {
+	if mannKendallP(fy, w.a) >= creepLevel {
+		return 0
+	}
+	s, _ := theilSen(ft, fy, nil, w.a)
+	return math.Min(math.Max(s, 0), theta)
 }
 
 // phaseLag is how many seconds later in its GC cycle the floor at t was
