@@ -94,8 +94,7 @@ func TestIndependentHeapModel(t *testing.T) {
 		cell := outs[ci*n : (ci+1)*n]
 		row := fmt.Sprintf("%4.1f %%  GC ~%3.0f s, %2.0f s  %-26s ", 100*c.noise, c.period, c.interval, c.kind())
 		if c.leak > 0 {
-			var l leakCell
-			l.delays, l.growth, l.wrong = leakOutcomes(cell)
+			l := leakOutcomes(cell)
 			fmt.Fprintf(&b, "%s%.0f / %.0f / %.0f (%d of %d)\n", row, l.quantile(0.5), l.quantile(0.95), l.quantile(1), l.growth, n)
 			if l.missed() > 0 {
 				t.Errorf("%s: %d of %d leaks not aborted, naming their pod, within 20 minutes", row, l.missed(), n)
@@ -152,8 +151,7 @@ func TestIndependentHeapModelFactors(t *testing.T) {
 			f.edit(r.pods[0].eden)
 			return r
 		})
-		var l leakCell
-		l.delays, l.growth, l.wrong = leakOutcomes(outs)
+		l := leakOutcomes(outs)
 		p95 := l.quantile(0.95)
 		fmt.Fprintf(&b, "  %-32s p50 %4.0f s  p95 %4.0f s\n", f.name, l.quantile(0.5), p95)
 		if f.name == "none of them" && p95 > 135 {

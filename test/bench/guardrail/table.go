@@ -22,31 +22,32 @@ type leakCell struct {
 
 // measureLeak plays runs of the cell with seeds offset, offset+1, ….
 func measureLeak(c cond, runs int, offset uint64) leakCell {
-	out := playAll(runs, func(i int) *run { return c.leakRun(offset + uint64(i)) })
-	cell := leakCell{c: c}
-	cell.delays, cell.growth, cell.wrong = leakOutcomes(out)
+	cell := leakOutcomes(playAll(runs, func(i int) *run { return c.leakRun(offset + uint64(i)) }))
+	cell.c = c
 	return cell
 }
 
-// leakOutcomes reads leak runs: the delays from onset to the abort of a
-// leaking pod, sorted (+Inf for a leak not aborted, or a healthy pod aborted
-// first), how many were aborts by HeapGrowth, and how many of a healthy pod.
-func leakOutcomes(out []outcome) (delays []float64, growth, wrong int) {
+// leakOutcomes reads leak runs into a cell (without its condition): the
+// delays from onset to the abort of a leaking pod, sorted (+Inf for a leak
+// not aborted, or a healthy pod aborted first), how many were aborts by
+// HeapGrowth, and how many of a healthy pod.
+func leakOutcomes(out []outcome) leakCell {
+	var l leakCell
 	for _, o := range out {
 		d := math.Inf(1)
 		switch {
 		case o.breach != nil && !o.leaker:
-			wrong++
+			l.wrong++
 		case o.breach != nil:
 			d = o.after
 			if o.breach.Reason == perfv1.ReasonHeapGrowth {
-				growth++
+				l.growth++
 			}
 		}
-		delays = append(delays, d)
+		l.delays = append(l.delays, d)
 	}
-	slices.Sort(delays)
-	return delays, growth, wrong
+	slices.Sort(l.delays)
+	return l
 }
 
 // quantile is the q-quantile of the sorted delays (nearest rank).
