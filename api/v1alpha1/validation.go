@@ -68,8 +68,10 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 	}{{"baseline", s.Windows.Baseline}, {"treatment", s.Windows.Treatment}} {
 		fp := p.Child("windows", w.name)
 		errs = append(errs, durationIn(fp, w.d, 20*time.Second, 24*time.Hour)...)
-		if v, err := w.d.Parse(); err == nil && ierr == nil && v < 4*interval {
-			errs = append(errs, field.Invalid(fp, w.d, "must be at least 4 metrics.interval long, or the window has too few samples to measure"))
+		if v, err := w.d.Parse(); err == nil && ierr == nil && interval >= time.Second && interval <= 5*time.Minute {
+			if least, why := s.MinMeasuredWindow(interval); v < least {
+				errs = append(errs, field.Invalid(fp, w.d, fmt.Sprintf("must be at least %s long: %s", least, why)))
+			}
 		}
 	}
 	errs = append(errs, durationIn(p.Child("windows", "settle"), s.Windows.Settle, 0, time.Hour)...)

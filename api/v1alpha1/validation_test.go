@@ -128,11 +128,32 @@ func TestValidateAccepts(t *testing.T) {
 		{"no successCriteria", func(s *PerfExperimentSpec) { s.SuccessCriteria = nil }},
 		{"settle 0s", func(s *PerfExperimentSpec) { s.Windows.Settle = "0s" }},
 		{"settle 1h", func(s *PerfExperimentSpec) { s.Windows.Settle = "1h" }},
-		{"windows 20s at interval 5s", func(s *PerfExperimentSpec) {
+		{"windows 20s at interval 5s from metrics-server", func(s *PerfExperimentSpec) {
+			s.Metrics.Source, s.Metrics.Prometheus = MetricsSourceMetricsServer, nil
 			s.Windows.Baseline, s.Windows.Treatment, s.Metrics.Interval = "20s", "20s", "5s"
 		}},
-		{"window exactly 4 intervals", func(s *PerfExperimentSpec) {
+		{"window exactly 4 intervals from metrics-server", func(s *PerfExperimentSpec) {
+			s.Metrics.Source, s.Metrics.Prometheus = MetricsSourceMetricsServer, nil
 			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "5m", "20m", "20m"
+		}},
+		// With Prometheus: the lead-in, the 1m rate range, 4 samples and an
+		// interval of margin (MinMeasuredWindow).
+		{"windows 2m30s at 15s from prometheus", func(s *PerfExperimentSpec) {
+			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "15s", "2m30s", "2m30s"
+		}},
+		{"windows 2m at 10s from prometheus", func(s *PerfExperimentSpec) {
+			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "10s", "2m", "2m"
+		}},
+		{"window 35m at 5m from prometheus", func(s *PerfExperimentSpec) {
+			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "5m", "35m", "35m"
+		}},
+		{"interleaved sub-windows 1m30s at 15s from prometheus", func(s *PerfExperimentSpec) {
+			s.Design, s.Interleaving = DesignInterleaved, &InterleavingSpec{Rounds: 4, Order: "abba"}
+			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "15s", "90s", "90s"
+		}},
+		{"sweep baseline 1m45s at 15s from prometheus", func(s *PerfExperimentSpec) {
+			s.Toggle, s.SuccessCriteria = nil, nil
+			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "15s", "105s", "105s"
 		}},
 		{"windows 24h", func(s *PerfExperimentSpec) { s.Windows.Baseline, s.Windows.Treatment = "24h", "24h" }},
 		{"metrics.interval 1s", func(s *PerfExperimentSpec) { s.Metrics.Interval = "1s" }},
@@ -426,14 +447,38 @@ func TestValidateRefuses(t *testing.T) {
 			},
 			want: []string{"spec.metrics.prometheus"}, typ: field.ErrorTypeRequired},
 		{name: "baseline shorter than 4 metrics intervals",
-			mutate: func(s *PerfExperimentSpec) { s.Metrics.Interval, s.Windows.Baseline = "1m", "3m" },
-			want:   []string{"spec.windows.baseline"}},
+			mutate: func(s *PerfExperimentSpec) {
+				s.Metrics.Source, s.Metrics.Prometheus = MetricsSourceMetricsServer, nil
+				s.Metrics.Interval, s.Windows.Baseline = "1m", "3m"
+			},
+			want: []string{"spec.windows.baseline"}},
 		{name: "treatment shorter than 4 metrics intervals",
-			mutate: func(s *PerfExperimentSpec) { s.Metrics.Interval, s.Windows.Treatment = "5m", "19m" },
-			want:   []string{"spec.windows.treatment"}},
+			mutate: func(s *PerfExperimentSpec) {
+				s.Metrics.Source, s.Metrics.Prometheus = MetricsSourceMetricsServer, nil
+				s.Metrics.Interval, s.Windows.Treatment = "5m", "19m"
+			},
+			want: []string{"spec.windows.treatment"}},
 		{name: "both windows shorter than 4 metrics intervals",
 			mutate: func(s *PerfExperimentSpec) {
+				s.Metrics.Source, s.Metrics.Prometheus = MetricsSourceMetricsServer, nil
 				s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "5m", "10m", "10m"
+			},
+			want: []string{"spec.windows.baseline", "spec.windows.treatment"}},
+		// With Prometheus a window one second under MinMeasuredWindow: 2m at
+		// 15s keeps 3 samples (internal/engine TestMinMeasuredWindowHoldsItsSamples).
+		{name: "baseline 2m at 15s from prometheus",
+			mutate: func(s *PerfExperimentSpec) { s.Metrics.Interval, s.Windows.Baseline = "15s", "2m" },
+			want:   []string{"spec.windows.baseline"}},
+		{name: "treatment 2m29s at 15s from prometheus (auto)",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Metrics.Source = MetricsSourceAuto
+				s.Metrics.Interval, s.Windows.Treatment = "15s", "2m29s"
+			},
+			want: []string{"spec.windows.treatment"}},
+		{name: "interleaved sub-windows 1m at 15s from prometheus",
+			mutate: func(s *PerfExperimentSpec) {
+				s.Design, s.Interleaving = DesignInterleaved, &InterleavingSpec{Rounds: 4, Order: "abba"}
+				s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "15s", "1m", "89s"
 			},
 			want: []string{"spec.windows.baseline", "spec.windows.treatment"}},
 		{name: "baseline under 20s is also under 4 intervals",

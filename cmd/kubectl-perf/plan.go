@@ -98,6 +98,16 @@ func writePlan(w io.Writer, exp *perfv1.PerfExperiment, o planOptions) error {
 	if err != nil {
 		return fmt.Errorf("spec.windows.treatment: %w", err)
 	}
+	// No plan is for windows admission refuses: too short to keep the
+	// samples the analysis needs.
+	var least time.Duration
+	var why string
+	if interval, err := spec.Metrics.Interval.Parse(); err == nil && interval > 0 {
+		least, why = spec.MinMeasuredWindow(interval)
+	}
+	if o.window > 0 && o.window < least {
+		return fmt.Errorf("--window %s: must be at least %s long: %s", o.window, least, why)
+	}
 	base, _ := spec.Windows.Baseline.Parse()
 	settle, _ := spec.Windows.Settle.Parse()
 	r0 := int(spec.RoundsPerStage())
@@ -143,6 +153,7 @@ func writePlan(w io.Writer, exp *perfv1.PerfExperiment, o planOptions) error {
 			}
 		case effect > 0:
 			if d := analysis.WindowsFor(worst, window, effect); d > 0 {
+				d = max(d, least)
 				row += fmt.Sprintf("\t%s\t%s", d, stageTime(0, d))
 			} else {
 				row += "\t-\t-"

@@ -47,6 +47,8 @@ func TestPlan(t *testing.T) {
 		o      planOptions
 		want   []string
 		err    string
+		// prometheus samples every 15 s through Prometheus.
+		prometheus bool
 	}{
 		{name: "rounds for 2 %", design: perfv1.DesignInterleaved, o: planOptions{effect: "2%"},
 			want: []string{"interleaved, 4 rounds of 1m0s + 1m0s sub-windows", "noise floor", "ROUNDS FOR 2%", "25m0s", "10m0s"}},
@@ -59,10 +61,20 @@ func TestPlan(t *testing.T) {
 		{name: "rounds of a sequential run", design: perfv1.DesignSequential, o: planOptions{rounds: 8}, err: "--rounds is for the interleaved design"},
 		{name: "window of an interleaved run", design: perfv1.DesignInterleaved, o: planOptions{window: 60e9}, err: "--window is for the sequential design"},
 		{name: "bad effect", design: perfv1.DesignSequential, o: planOptions{effect: "0%"}, err: "--effect \"0%\""},
+		// A plan never names windows admission refuses: through Prometheus at
+		// 15 s, 2m30s (perfv1.MinMeasuredWindow).
+		{name: "windows for 10 % no shorter than admission takes", design: perfv1.DesignSequential, o: planOptions{effect: "10%"}, prometheus: true,
+			want: []string{"WINDOWS FOR 10%", "2m30s", "5m30s"}},
+		{name: "window shorter than admission takes", design: perfv1.DesignSequential, o: planOptions{window: 60e9}, prometheus: true,
+			err: "--window 1m0s: must be at least 2m30s long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			err := writePlan(&b, plannedExperiment(tc.design), tc.o)
+			exp := plannedExperiment(tc.design)
+			if tc.prometheus {
+				exp.Spec.Metrics = perfv1.MetricsSpec{Source: perfv1.MetricsSourceAuto, Interval: "15s", Prometheus: &perfv1.PrometheusSpec{URL: "http://prometheus:9090"}}
+			}
+			err := writePlan(&b, exp, tc.o)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v; want %q", err, tc.err)

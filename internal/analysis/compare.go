@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
 // Series is one window's samples of one metric, evenly spaced (the target's total
@@ -50,7 +52,8 @@ const (
 	DefaultSeed       = 1
 	// minSamples is the fewest samples a window may have: the AR fit and the
 	// block length need a few lags. Below ~20 the interval is honest but wide.
-	minSamples = 4
+	// Admission asks for windows that keep that many (perfv1.MinMeasuredWindow).
+	minSamples = perfv1.MinWindowSamples
 )
 
 // FamilyConfidence is each interval's coverage when k comparisons share one

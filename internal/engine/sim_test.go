@@ -69,6 +69,13 @@ type world struct {
 	// metrics-server's window or a rate's range); a sample whose period saw a
 	// k6 pod start reads cpuSpike, the load before and after mixed.
 	cpuWindow time.Duration
+	// fetchEvery, when set, is the cadence of the shared metrics fetch
+	// (controllers/metrics_shared.go): samples exist only at fetchPhase + k ×
+	// fetchEvery from the world's start, whatever the windows' starts, as for
+	// an experiment that shares its namespace's fetch; a little more than the
+	// interval is a fetch that comes late each time.
+	fetchEvery, fetchPhase time.Duration
+	start                  time.Time
 	// metricsFault, when set, may change what the metrics source answers at
 	// each sample (nil and a message: the query failed). The reconciler then
 	// completes the answer against the ready pods, as it does in production.
@@ -90,7 +97,7 @@ type simJob struct {
 func newWorld(t *testing.T, exp *perfv1.PerfExperiment) *world {
 	exp.Default()
 	return &world{
-		t: t, now: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC), exp: exp,
+		t: t, now: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC), start: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC), exp: exp,
 		targetExists: true, generation: 1, observedGen: 1,
 		jobs: map[string]*simJob{}, created: map[string]int{}, finished: map[string]bool{},
 		podStart: 3 * time.Second, rollout: 40 * time.Second,
@@ -102,9 +109,29 @@ func newWorld(t *testing.T, exp *perfv1.PerfExperiment) *world {
 	}
 }
 
+// fetched says whether the metrics source has an answer at w.now: always,
+// unless samples come from a shared fetch's cadence (fetchEvery).
+func (w *world) fetched() bool {
+	if w.fetchEvery <= 0 {
+		return true
+	}
+	d := w.now.Sub(w.start) - w.fetchPhase
+	return d >= 0 && d%w.fetchEvery == 0
+}
+
+// fetchAtOrAfter is the shared fetch's first time at or after t.
+func (w *world) fetchAtOrAfter(t time.Time) time.Time {
+	d := t.Sub(w.start) - w.fetchPhase
+	if d <= 0 {
+		return w.start.Add(w.fetchPhase)
+	}
+	k := (d + w.fetchEvery - 1) / w.fetchEvery
+	return w.start.Add(w.fetchPhase + k*w.fetchEvery)
+}
+
 func (w *world) observe() Observed {
 	o := Observed{Now: w.now, Jobs: map[string]*Job{}, ToggleError: w.toggleError}
-	if SampleDue(w.exp, time.Time{}, w.now) {
+	if SampleDue(w.exp, time.Time{}, w.now) && w.fetched() {
 		o.LastPendingSample = w.now
 		for _, pod := range []string{"app-1", "app-2"} {
 			cpu := 0.4
@@ -300,8 +327,17 @@ func (w *world) step() Decision {
 // completes), whichever comes first — exactly what a real reconciler sees.
 func (w *world) advance(d Decision) bool {
 	var next []time.Time
-	if d.RequeueAfter > 0 {
+	// With a shared fetch an overdue sample waits for it: the engine's
+	// immediate requeue for it (1ms) finds no answer before the fetch.
+	if d.RequeueAfter > 0 && (w.fetchEvery == 0 || d.RequeueAfter >= time.Second) {
 		next = append(next, w.now.Add(d.RequeueAfter))
+	}
+	if due, ok := NextSample(w.exp, time.Time{}); ok && w.fetchEvery > 0 {
+		// The next sample comes with the shared fetch after it is due.
+		if !due.After(w.now) {
+			due = w.now.Add(time.Nanosecond)
+		}
+		next = append(next, w.fetchAtOrAfter(due))
 	}
 	if w.decisions == w.loseStatusAt {
 		// The status write was lost to a crash: the restarted operator

@@ -124,19 +124,14 @@ func (q Queries) each() []namedQuery {
 	return []namedQuery{{"cpu", q.CPU}, {"memory", q.Memory}, {"heap", q.Heap}, {"gc", q.GC}}
 }
 
-// MinRateRange is the shortest rate window: kube-prometheus-stack scrapes the
-// kubelet's cAdvisor endpoint every 30s by default, and rate needs two points.
-const MinRateRange = time.Minute
+// MinRateRange is the shortest rate window (perfv1.MinRateRange).
+const MinRateRange = perfv1.MinRateRange
 
-// RateRange is the {{range}} of a sampling interval: the interval itself, so that
-// consecutive samples average adjacent, non-overlapping windows, but at least
-// MinRateRange so the window holds two scrapes. It is rounded up to a whole
-// second. A Prometheus that scrapes less often than every 30s needs a CPU query
-// with a longer literal range.
-func RateRange(interval time.Duration) time.Duration {
-	r := max(interval, MinRateRange)
-	return (r + time.Second - 1).Truncate(time.Second)
-}
+// RateRange is the {{range}} of a sampling interval (perfv1.RateRange: the API
+// owns it, since the windows a spec may declare depend on it). A Prometheus
+// that scrapes less often than every 30s needs a CPU query with a longer
+// literal range.
+func RateRange(interval time.Duration) time.Duration { return perfv1.RateRange(interval) }
 
 // templateValues are the raw values a template's placeholders stand for.
 type templateValues struct {

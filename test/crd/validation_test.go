@@ -139,6 +139,14 @@ var invalidCases = []struct {
 	{"settle too long", []edit{{"windows.settle", "2h"}}, "spec.windows.settle", "must be between 0s and 1h"},
 	{"baseline under 4 samples", []edit{{"windows.baseline", "1m"}, {"metrics.interval", "30s"}}, "spec.windows.baseline", "at least 4 metrics.interval"},
 	{"treatment under 4 samples", []edit{{"windows.treatment", "50s"}, {"metrics.interval", "15s"}}, "spec.windows.treatment", "at least 4 metrics.interval"},
+	// With Prometheus (the base sets it) a sample's CPU is a rate over at
+	// least 1m and counts only once that minute lies inside the window after
+	// its first interval: 2m at 15s keeps 3 samples, 4 are needed
+	// (v1alpha1.MinMeasuredWindow; TestMinMeasuredWindowIsTheCRDs checks the
+	// bound to the second).
+	{"baseline under 4 samples with prometheus", []edit{{"windows.baseline", "2m"}, {"metrics.interval", "15s"}}, "spec.windows.baseline", "the CPU rate's range"},
+	{"interleaved sub-window under its rate range", []edit{{"design", "interleaved"}, {"windows.baseline", "90s"}, {"windows.treatment", "1m"}, {"metrics.interval", "15s"}},
+		"spec.windows.treatment", "the CPU rate's range"},
 	{"no toggle but success criteria", []edit{{"toggle", del}}, "spec.successCriteria", "success criteria are a toggle's overheads"},
 	{"no toggle but calibrate", []edit{{"toggle", del}, {"successCriteria", del}, {"calibrate", true}}, "spec.calibrate", "an A/A calibration measures one toggle's two arms"},
 	{"no toggle but interleaved", []edit{{"toggle", del}, {"successCriteria", del}, {"design", "interleaved"}}, "spec.design", "needs a runtime toggle (http or exec)"},

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+)
+
+// A window of exactly the length admission asks for (MinMeasuredWindow) keeps
+// the samples its analysis needs when each sample's CPU is a Prometheus rate
+// over RateRange: 4 per sequential window, one per interleaved sub-window or
+// sweep stage, at every interval, window phase and with reconciles that come
+// late. Before the rule, admission took 2m windows at 15s, which kept 3
+// samples, and 1m interleaved sub-windows, which kept none: every such run
+// ended with its analysis incomplete.
+func TestMinMeasuredWindowHoldsItsSamples(t *testing.T) {
+	designs := []struct {
+		name string
+		exp  func() *perfv1.PerfExperiment
+		need int32
+	}{
+		{"sequential", seedExperiment, perfv1.MinWindowSamples},
+		{"interleaved", interleavedExperiment, 1},
+		{"sweep", func() *perfv1.PerfExperiment {
+			return sweepExperiment(perfv1.StageSpec{QPS: 100}, perfv1.StageSpec{QPS: 200})
+		}, 1},
+	}
+	intervals := []time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute}
+	for _, d := range designs {
+		for _, iv := range intervals {
+			for _, phase := range []time.Duration{0, iv / 4, iv / 2, 3 * iv / 4, iv - time.Second} {
+				for _, late := range []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond} {
+					e := d.exp()
+					e.Spec.Metrics.Interval = perfv1.Duration(iv.String())
+					e.Spec.Metrics.Prometheus = &perfv1.PrometheusSpec{URL: "http://prometheus:9090"}
+					least, _ := e.Spec.MinMeasuredWindow(iv)
+					e.Spec.Windows.Baseline = perfv1.Duration(least.String())
+					if e.Spec.HasToggle() {
+						e.Spec.Windows.Treatment = perfv1.Duration(least.String())
+					}
+					name := fmt.Sprintf("%s %s window %s fetch phase %s late %s", d.name, iv, least, phase, late)
+					w := newWorld(t, e)
+					w.cpuWindow, w.fetchEvery, w.fetchPhase = perfv1.RateRange(iv), iv+late, phase
+					w.runToEnd()
+					st := &w.exp.Status
+					if st.Phase != perfv1.PhaseSucceeded {
+						t.Errorf("%s: phase %s, abort %+v", name, st.Phase, st.Abort)
+						continue
+					}
+					measured := 0
+					for _, win := range st.Windows {
+						if win.Variant != perfv1.VariantBaseline && win.Variant != perfv1.VariantTreatment {
+							continue
+						}
+						measured++
+						if win.Series == nil || win.Series.Points < d.need {
+							t.Errorf("%s: window %d/%s round %v kept %+v; want at least %d points", name, win.Stage, win.Variant, win.Round, win.Series, d.need)
+						}
+					}
+					if measured == 0 {
+						t.Errorf("%s: no measured window", name)
+					}
+					for _, row := range st.Summary {
+						if !row.Trustworthy {
+							t.Errorf("%s: stage %s untrustworthy", name, row.Stage)
+						}
+					}
+				}
+			}
+		}
+	}
+}
