@@ -15,7 +15,7 @@
 //
 // It is skipped unless asked for, so `go test ./...` only compiles it:
 //
-//	go test ./test/bench/scale -scale            # sanity: N=5, about a minute
+//	go test ./test/bench/scale -scale            # sanity: N=5, about 3.5 minutes
 //	go test ./test/bench/scale -scale -scale.n=100 -timeout 30m -v
 //	make bench-scale                              # N=100; N=1000: make bench-scale N=1000
 //

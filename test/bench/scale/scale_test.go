@@ -50,8 +50,10 @@ const ns = "bench"
 // requests apart from the test's (flow schema global-default, not exempt).
 const operatorUser = "perf-operator"
 
-// params is one run's shape. The real benchmark samples every 15 s with
-// windows of a few minutes; the sanity run is the same story in a minute.
+// params is one run's shape. The real benchmark samples every 15 s, the
+// sanity run every 5 s; both with the shortest windows admission takes for a
+// toggle measured through Prometheus (perfv1.MinMeasuredWindow: 2m30s and
+// 1m30s), so every run's analysis has its samples.
 type params struct {
 	n                   int
 	interval            time.Duration
@@ -72,10 +74,15 @@ func paramsFromFlags() (params, bool) {
 	if !enabled {
 		return params{}, false
 	}
+	p := params{n: n, interval: 15 * time.Second, toggleTimeout: "30s"}
 	if n <= 1 {
-		return params{n: 5, interval: 5 * time.Second, baseline: 20 * time.Second, treatment: 20 * time.Second, toggleTimeout: "10s", sanity: true}, true
+		p = params{n: 5, interval: 5 * time.Second, toggleTimeout: "10s", sanity: true}
 	}
-	return params{n: n, interval: 15 * time.Second, baseline: 2 * time.Minute, treatment: 2 * time.Minute, toggleTimeout: "30s"}, true
+	// The experiments' spec but for the windows, which it decides.
+	spec := experiment(p, 0, 1, "http://prometheus:9090").Spec
+	p.baseline, _ = spec.MinMeasuredWindow(p.interval)
+	p.treatment = p.baseline
+	return p, true
 }
 
 // The experiments: index 0's target never answers its admin endpoint (its
