@@ -68,7 +68,10 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 	}{{"baseline", s.Windows.Baseline}, {"treatment", s.Windows.Treatment}} {
 		fp := p.Child("windows", w.name)
 		errs = append(errs, durationIn(fp, w.d, 20*time.Second, 24*time.Hour)...)
-		if v, err := w.d.Parse(); err == nil && ierr == nil && interval >= time.Second && interval <= 5*time.Minute {
+		// An abort request is never refused for its windows: an experiment
+		// created under an older, looser rule must stay stoppable (test/crd
+		// TestOldExperimentsStayAbortableAfterTheWindowRuleTightened).
+		if v, err := w.d.Parse(); err == nil && ierr == nil && interval >= time.Second && interval <= 5*time.Minute && !s.Abort {
 			if least, why := s.MinMeasuredWindow(interval); v < least {
 				errs = append(errs, field.Invalid(fp, w.d, fmt.Sprintf("must be at least %s long: %s", least, why)))
 			}

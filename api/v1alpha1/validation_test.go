@@ -138,6 +138,11 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		// With Prometheus: the lead-in, the 1m rate range, 4 samples and an
 		// interval of margin (MinMeasuredWindow).
+		// An abort is never refused for its windows (an experiment created
+		// under the looser rule of older versions must stay stoppable).
+		{"windows 2m at 15s from prometheus with spec.abort", func(s *PerfExperimentSpec) {
+			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment, s.Abort = "15s", "2m", "2m", true
+		}},
 		{"windows 2m30s at 15s from prometheus", func(s *PerfExperimentSpec) {
 			s.Metrics.Interval, s.Windows.Baseline, s.Windows.Treatment = "15s", "2m30s", "2m30s"
 		}},
