@@ -50,7 +50,7 @@ var (
 // after an operator start would never alert.
 var endingReasons = map[perfv1.Phase][]string{
 	perfv1.PhaseSucceeded: {perfv1.ReasonSucceeded},
-	perfv1.PhaseFailed:    {perfv1.ReasonLoadFailed, perfv1.ReasonTargetNotFound},
+	perfv1.PhaseFailed:    {perfv1.ReasonLoadFailed, perfv1.ReasonTargetNotFound, perfv1.ReasonInvalidSpec},
 	perfv1.PhaseAborted: {perfv1.ReasonAbortRequested, perfv1.ReasonToggleFailed, perfv1.ReasonRolloutStuck, perfv1.ReasonErrorRate,
 		perfv1.ReasonHeapGrowth, perfv1.ReasonMemoryLimit, perfv1.ReasonOOMKilled, perfv1.ReasonRestarts, perfv1.ReasonTargetChanged},
 }

@@ -88,7 +88,10 @@ const (
 	// ReasonScriptNotFound: the ConfigMap or key of spec.load.scriptRef is missing.
 	ReasonScriptNotFound = "ScriptNotFound"
 	// ReasonInvalidSpec: the spec passed admission but cannot be run (for example
-	// an object created while the CRD's validation was not installed).
+	// an object created while the CRD's validation was not installed, or windows
+	// too short for the period the metrics source averages each sample over,
+	// which its first answer shows: the run then ends Failed before its toggle
+	// was ever applied).
 	ReasonInvalidSpec = "InvalidSpec"
 
 	// ReasonAbortRequested: spec.abort was set.

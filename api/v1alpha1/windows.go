@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MinRateRange is the shortest range of the Prometheus CPU query's rate:
@@ -50,19 +52,71 @@ func (s *PerfExperimentSpec) MinMeasuredWindow(interval time.Duration) (time.Dur
 		return least, why
 	}
 	rng := RateRange(interval)
-	var need time.Duration
-	var what string
-	switch {
-	case s.Interleaved():
-		need, what = rng+2*interval, "inside the round's sub-window; one sample"
-	case s.Toggle != nil || len(s.Variants) > 0 || s.Calibrate:
-		need, what = interval+rng+(MinWindowSamples+1)*interval, fmt.Sprintf("inside the window after its first interval; %d samples", MinWindowSamples)
-	default:
-		need, what = interval+rng+2*interval, "inside the window after its first interval; one sample"
-	}
+	leadIn, samples := s.windowNeed(interval)
+	need := leadIn + rng + time.Duration(samples+1)*interval
 	if need <= least {
 		return least, why
 	}
-	return need, fmt.Sprintf("with Prometheus a sample's CPU is a rate over %s and counts only once that range lies %s and an interval of margin take %s at a %s interval",
-		rng, what, need, interval)
+	return need, fmt.Sprintf("with Prometheus a sample's CPU is a rate over %s and counts only once that range lies %s; %s and an interval of margin take %s at a %s interval",
+		rng, s.windowPlace(), s.samplesText(samples), need, interval)
+}
+
+// windowNeed is how long a measured window leaves out at its start (a
+// sequential window's first interval, while k6 starts; nothing for an
+// interleaved sub-window, whose settle runs under load) and how many samples
+// it must keep: MinWindowSamples for a comparison, one for an interleaved
+// round's sub-window or a load-only sweep's stage (its mean).
+func (s *PerfExperimentSpec) windowNeed(interval time.Duration) (leadIn time.Duration, samples int) {
+	switch {
+	case s.Interleaved():
+		return 0, 1
+	case s.Toggle != nil || len(s.Variants) > 0 || s.Calibrate:
+		return interval, MinWindowSamples
+	default:
+		return interval, 1
+	}
+}
+
+func (s *PerfExperimentSpec) windowPlace() string {
+	if s.Interleaved() {
+		return "inside the round's sub-window"
+	}
+	return "inside the window after its first interval"
+}
+
+func (s *PerfExperimentSpec) samplesText(n int) string {
+	if n == 1 {
+		return "one sample"
+	}
+	return fmt.Sprintf("%d samples", n)
+}
+
+// WindowsKeepSamples checks the windows against the metrics source's
+// averaging period once its answers say what it is (each sample's window:
+// metrics-server's resolution, or the rate range): it refuses a window that
+// cannot keep the samples its analysis needs at any phase of the sampling,
+// leadIn + averaging + (samples−1) intervals longer than the window.
+// Admission checks the same with a margin where the period is known from the
+// spec (MinMeasuredWindow, Prometheus); metrics-server's is not.
+func (s *PerfExperimentSpec) WindowsKeepSamples(interval, averaging time.Duration) field.ErrorList {
+	if interval <= 0 || averaging <= 0 {
+		return nil
+	}
+	leadIn, samples := s.windowNeed(interval)
+	var errs field.ErrorList
+	for _, w := range []struct {
+		name string
+		d    Duration
+	}{{"baseline", s.Windows.Baseline}, {"treatment", s.Windows.Treatment}} {
+		v, err := w.d.Parse()
+		if err != nil || v <= 0 || (w.name == "treatment" && !s.HasToggle()) {
+			continue
+		}
+		if leadIn+averaging+time.Duration(samples-1)*interval > v {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "windows", w.name), w.d,
+				fmt.Sprintf("keeps fewer than %s: the metrics source averages each sample's CPU over %s, and a sample counts only once that period lies %s; at a %s interval that takes at least %s",
+					s.samplesText(samples), averaging, s.windowPlace(), interval, leadIn+averaging+time.Duration(samples+1)*interval)))
+		}
+	}
+	return errs
 }

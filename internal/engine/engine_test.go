@@ -137,7 +137,9 @@ func TestSamplesAveragedOverTheWindowStartAreLeftOut(t *testing.T) {
 // allows, sampled with a rate range as long as the interval, stay valid.
 func TestLeftOutSamplesDoNotInvalidateShortWindows(t *testing.T) {
 	exp := seedExperiment()
-	exp.Spec.Windows = perfv1.WindowsSpec{Baseline: "4m", Treatment: "4m", Settle: "1m"}
+	exp.Spec.Metrics.Prometheus = &perfv1.PrometheusSpec{URL: "http://prometheus:9090"}
+	least, _ := exp.Spec.MinMeasuredWindow(time.Minute) // 7m: 1m lead-in, 1m range, 5 intervals
+	exp.Spec.Windows = perfv1.WindowsSpec{Baseline: perfv1.Duration(least.String()), Treatment: perfv1.Duration(least.String()), Settle: "1m"}
 	w := newWorld(t, exp)
 	w.cpuWindow = time.Minute
 	w.runToEnd()

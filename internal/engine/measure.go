@@ -109,6 +109,9 @@ func (x *decider) measureSamples() bool {
 		problem := metrics.Problem(group)
 		m.LastError = problem
 		x.advanceSampleTime(t)
+		if x.windowsTooShort(group) {
+			return false
+		}
 		// A point belongs to a window only when the period its CPU is averaged
 		// over lies wholly inside the window after its first sampling interval.
 		// Before that it still carries the load (and toggle state) of what came
@@ -137,6 +140,23 @@ func (x *decider) measureSamples() bool {
 			return false
 		}
 	}
+	return true
+}
+
+// windowsTooShort ends the run, before the toggle was ever applied, when the
+// metrics source's answers show that its windows cannot keep the samples
+// their analysis needs (perfv1.WindowsKeepSamples): metrics-server averages
+// each sample over its own resolution, which admission cannot know. Without
+// this the run would go on for its whole length and end AnalysisIncomplete.
+func (x *decider) windowsTooShort(group []metrics.Sample) bool {
+	if x.stage() != 0 || x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil {
+		return false
+	}
+	errs := x.spec.WindowsKeepSamples(x.interval(), group[0].Time.Sub(averagedSince(group)))
+	if len(errs) == 0 {
+		return false
+	}
+	x.finish(perfv1.PhaseFailed, perfv1.ReasonInvalidSpec, errs.ToAggregate().Error()+"; nothing was changed")
 	return true
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,58 @@ func TestMinMeasuredWindowHoldsItsSamples(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// metrics-server averages each sample's CPU over its own resolution, which
+// admission cannot know (it asks for 4 intervals): a run whose windows cannot
+// keep the samples their analysis needs with the period its answers show ends
+// at its first sample, before the toggle was ever applied, naming the window,
+// instead of running its whole length to an incomplete analysis. Windows that
+// can keep them run.
+func TestWindowsTooShortForTheSourceEndBeforeTheToggle(t *testing.T) {
+	for _, c := range []struct {
+		window, interval string
+		averaging        time.Duration
+		fails            bool
+	}{
+		// 1m − 15s lead-in − 15s period leaves room for 3 samples at most.
+		{"1m", "15s", 15 * time.Second, true},
+		{"2m", "15s", 15 * time.Second, false},
+		// A 30s resolution sampled every 10s: 10 + 30 + 3 × 10 = 70s at least.
+		{"1m", "10s", 30 * time.Second, true},
+		{"80s", "10s", 30 * time.Second, false},
+	} {
+		e := seedExperiment()
+		e.Spec.Metrics = perfv1.MetricsSpec{Source: perfv1.MetricsSourceMetricsServer, Interval: perfv1.Duration(c.interval)}
+		e.Spec.Windows = perfv1.WindowsSpec{Baseline: perfv1.Duration(c.window), Treatment: perfv1.Duration(c.window), Settle: "0s"}
+		e.Default()
+		if errs := e.Validate(); len(errs) > 0 {
+			t.Fatalf("%s at %s: admission refuses it (%v); the case is for what admission cannot know", c.window, c.interval, errs)
+		}
+		w := newWorld(t, e)
+		w.cpuWindow = c.averaging
+		w.runToEnd()
+		st := &w.exp.Status
+		name := fmt.Sprintf("%s windows at %s, metrics-server averaging %s", c.window, c.interval, c.averaging)
+		if !c.fails {
+			if st.Phase != perfv1.PhaseSucceeded {
+				t.Errorf("%s: phase %s, abort %+v; want it to run", name, st.Phase, st.Abort)
+			}
+			continue
+		}
+		if st.Phase != perfv1.PhaseFailed || st.Abort == nil || st.Abort.Reason != perfv1.ReasonInvalidSpec ||
+			!strings.Contains(st.Abort.Message, "spec.windows.baseline") || !strings.Contains(st.Abort.Message, "nothing was changed") {
+			t.Errorf("%s: phase %s, abort %+v; want Failed, InvalidSpec naming spec.windows.baseline", name, st.Phase, st.Abort)
+		}
+		// (The closing revert runs as after any failure with the lock held:
+		// it restores the recorded original, which nothing changed.)
+		if w.applies != 0 || w.applied || w.heldBy != "" || len(w.jobs) != 0 {
+			t.Errorf("%s: %d applies, applied %v, lock %q, Jobs %d left; want nothing changed and everything released", name, w.applies, w.applied, w.heldBy, len(w.jobs))
+		}
+		if n := len(st.Windows); n == 0 || st.Windows[n-1].Variant == perfv1.VariantTreatment {
+			t.Errorf("%s: ended in window %d; want before any treatment", name, n)
 		}
 	}
 }
