@@ -106,10 +106,11 @@ func (x *decider) measureSamples() bool {
 		// An instant with a pod missing or a value that is not a finite,
 		// non-negative number is missing as a whole: summed, it would read as
 		// less use than there was.
+		first := m.LastSampleTime == nil
 		problem := metrics.Problem(group)
 		m.LastError = problem
 		x.advanceSampleTime(t)
-		if x.windowsTooShort(group) {
+		if first && x.windowsTooShort(group) {
 			return false
 		}
 		// A point belongs to a window only when the period its CPU is averaged
@@ -143,11 +144,14 @@ func (x *decider) measureSamples() bool {
 	return true
 }
 
-// windowsTooShort ends the run, before the toggle was ever applied, when the
-// metrics source's answers show that its windows cannot keep the samples
-// their analysis needs (perfv1.WindowsKeepSamples): metrics-server averages
-// each sample over its own resolution, which admission cannot know. Without
-// this the run would go on for its whole length and end AnalysisIncomplete.
+// windowsTooShort ends the run at its first sample, before the toggle was
+// ever applied, when the metrics source's answer shows that its windows cannot
+// keep the samples their analysis needs (perfv1.WindowsKeepSamples):
+// metrics-server averages each sample over its own resolution, which admission
+// cannot know. Without this the run would go on for its whole length and end
+// AnalysisIncomplete. Only the first sample decides: a later answer spanning a
+// missed scrape reports a window twice as long, which says nothing about the
+// source's resolution, and must not end a run that was keeping its samples.
 func (x *decider) windowsTooShort(group []metrics.Sample) bool {
 	if x.stage() != 0 || x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil {
 		return false

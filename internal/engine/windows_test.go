@@ -7,6 +7,7 @@ import (
 	"time"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
+	"perfexp.dev/perf-operator/internal/metrics"
 )
 
 // A window of exactly the length admission asks for (MinMeasuredWindow) keeps
@@ -95,6 +96,7 @@ func TestWindowsTooShortForTheSourceEndBeforeTheToggle(t *testing.T) {
 	} {
 		e := seedExperiment()
 		e.Spec.Metrics = perfv1.MetricsSpec{Source: perfv1.MetricsSourceMetricsServer, Interval: perfv1.Duration(c.interval)}
+		e.Spec.Warmup = nil // the first sample comes in the first baseline
 		e.Spec.Windows = perfv1.WindowsSpec{Baseline: perfv1.Duration(c.window), Treatment: perfv1.Duration(c.window), Settle: "0s"}
 		e.Default()
 		if errs := e.Validate(); len(errs) > 0 {
@@ -123,5 +125,34 @@ func TestWindowsTooShortForTheSourceEndBeforeTheToggle(t *testing.T) {
 		if n := len(st.Windows); n == 0 || st.Windows[n-1].Variant == perfv1.VariantTreatment {
 			t.Errorf("%s: ended in window %d; want before any treatment", name, n)
 		}
+	}
+}
+
+// Only the run's first answer decides: a later one that spans a missed
+// scrape reports twice the resolution, and a run that keeps its samples goes
+// on (2-minute windows at 15 s with a 15 s resolution, where one answer in
+// the baseline reports 90 s).
+func TestOneLongSourceWindowLaterDoesNotEndTheRun(t *testing.T) {
+	e := seedExperiment()
+	e.Spec.Metrics = perfv1.MetricsSpec{Source: perfv1.MetricsSourceMetricsServer, Interval: "15s"}
+	e.Spec.Windows = perfv1.WindowsSpec{Baseline: "2m", Treatment: "2m", Settle: "0s"}
+	w := newWorld(t, e)
+	w.cpuWindow = 15 * time.Second
+	samples := 0
+	w.metricsFault = func(w *world, got []metrics.Sample) ([]metrics.Sample, string) {
+		samples++
+		if samples == 3 {
+			for i := range got {
+				got[i].Window = 90 * time.Second
+			}
+		}
+		return got, ""
+	}
+	w.runToEnd()
+	if st := &w.exp.Status; st.Phase != perfv1.PhaseSucceeded {
+		t.Fatalf("phase %s, abort %+v; want the run to go on", st.Phase, st.Abort)
+	}
+	if samples < 3 {
+		t.Fatalf("only %d samples taken", samples)
 	}
 }
