@@ -13,6 +13,8 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
 )
 
 // ErrNoPods is returned by the Prometheus provider for a target without pod
@@ -24,9 +26,11 @@ var ErrNoPods = errors.New("target has no pod names (Target.Pods) to query Prome
 type PrometheusOption func(*prometheusProvider)
 
 // WithInterval sets the sampling interval, from which {{range}} is derived
-// (see RateRange). Without it {{range}} is MinRateRange.
+// (perfv1.RateRange). Without it {{range}} is perfv1.MinRateRange. A
+// Prometheus that scrapes less often than every 30s needs a CPU query with a
+// longer literal range.
 func WithInterval(d time.Duration) PrometheusOption {
-	return func(p *prometheusProvider) { p.rng = RateRange(d) }
+	return func(p *prometheusProvider) { p.rng = perfv1.RateRange(d) }
 }
 
 // NewPrometheus returns a provider that runs one instant query per metric (CPU,
@@ -37,7 +41,7 @@ func WithInterval(d time.Duration) PrometheusOption {
 // series for pods outside Target.Pods are ignored. Any failed query fails the
 // Sample; the provider never retries.
 func NewPrometheus(api promv1.API, q Queries, opts ...PrometheusOption) Provider {
-	p := &prometheusProvider{api: api, q: q, now: time.Now, rng: RateRange(0)}
+	p := &prometheusProvider{api: api, q: q, now: time.Now, rng: perfv1.RateRange(0)}
 	for _, o := range opts {
 		o(p)
 	}

@@ -26,7 +26,7 @@ import (
 //     pod names, ^(?:name-1|name-2)$ with every name escaped by
 //     regexp.QuoteMeta, for use inside a quoted string after =~: pod=~"{{pod}}".
 //   - {{range}}: the rate window as a PromQL duration such as 1m (see
-//     RateRange), for use outside strings: rate(x[{{range}}]).
+//     perfv1.RateRange), for use outside strings: rate(x[{{range}}]).
 //
 // The expansion knows PromQL's lexical contexts. A value from the target is
 // escaped for the string literal it lands in ("…" or '…': backslash, the quote
@@ -123,15 +123,6 @@ type namedQuery struct{ name, tmpl string }
 func (q Queries) each() []namedQuery {
 	return []namedQuery{{"cpu", q.CPU}, {"memory", q.Memory}, {"heap", q.Heap}, {"gc", q.GC}}
 }
-
-// MinRateRange is the shortest rate window (perfv1.MinRateRange).
-const MinRateRange = perfv1.MinRateRange
-
-// RateRange is the {{range}} of a sampling interval (perfv1.RateRange: the API
-// owns it, since the windows a spec may declare depend on it). A Prometheus
-// that scrapes less often than every 30s needs a CPU query with a longer
-// literal range.
-func RateRange(interval time.Duration) time.Duration { return perfv1.RateRange(interval) }
 
 // templateValues are the raw values a template's placeholders stand for.
 type templateValues struct {
