@@ -60,8 +60,9 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("knee", "p99Factor"), f, "must be from 2 to 1000"))
 	}
 
-	interval, ierr := s.Metrics.Interval.Parse()
-	errs = append(errs, durationIn(p.Child("metrics", "interval"), s.Metrics.Interval, time.Second, 5*time.Minute)...)
+	interval, _ := s.Metrics.Interval.Parse()
+	intervalErrs := durationIn(p.Child("metrics", "interval"), s.Metrics.Interval, time.Second, 5*time.Minute)
+	errs = append(errs, intervalErrs...)
 	for _, w := range []struct {
 		name string
 		d    Duration
@@ -71,7 +72,7 @@ func (in *PerfExperiment) Validate() field.ErrorList {
 		// An abort request is never refused for its windows: an experiment
 		// created under an older, looser rule must stay stoppable (test/crd
 		// TestOldExperimentsStayAbortableAfterTheWindowRuleTightened).
-		if v, err := w.d.Parse(); err == nil && ierr == nil && interval >= time.Second && interval <= 5*time.Minute && !s.Abort {
+		if v, err := w.d.Parse(); err == nil && len(intervalErrs) == 0 && !s.Abort {
 			if least, why := s.MinMeasuredWindow(interval); v < least {
 				errs = append(errs, field.Invalid(fp, w.d, fmt.Sprintf("must be at least %s long: %s", least, why)))
 			}
