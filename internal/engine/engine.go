@@ -132,6 +132,13 @@ func (x *decider) appliedArm() perfv1.Arm {
 	return x.arm()
 }
 
+// toggleEverApplied reports whether the toggle has been applied in this run
+// (AppliedAt stays set after a revert): from then on the guardrails and the
+// live load checks judge the target.
+func (x *decider) toggleEverApplied() bool {
+	return x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil
+}
+
 func (x *decider) stage() int32 {
 	if x.st.StageIndex == nil {
 		return 0

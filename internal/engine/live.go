@@ -76,7 +76,7 @@ func (x *decider) judgeLive() bool {
 		// what the settle period keeps out of the run. Its errors are not judged
 		// live; the treatment window after it is.
 		rolling := rec.Variant == perfv1.VariantSettle && x.spec.Switch().RollsPods()
-		if x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil && !rolling {
+		if x.toggleEverApplied() && !rolling {
 			if msg, bad := x.liveErrorRate(rec, c); bad {
 				x.finish(perfv1.PhaseAborted, perfv1.ReasonErrorRate, msg)
 				return false

@@ -135,7 +135,7 @@ func (x *decider) measureSamples() bool {
 		// OOM kills and restarts; the growth rule is off: the heap follows the
 		// load). The guardrails judge each pod on its own, so the usable values
 		// of an incomplete instant still count; unusable ones are never acted on.
-		observe := !x.spec.HasToggle() || x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil
+		observe := !x.spec.HasToggle() || x.toggleEverApplied()
 		if b := x.guard(metrics.FiniteAll(group), t, observe); b != nil {
 			x.finish(perfv1.PhaseAborted, b.Reason, b.Message)
 			return false
@@ -153,7 +153,7 @@ func (x *decider) measureSamples() bool {
 // missed scrape reports a window twice as long, which says nothing about the
 // source's resolution, and must not end a run that was keeping its samples.
 func (x *decider) windowsTooShort(group []metrics.Sample) bool {
-	if x.stage() != 0 || x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil {
+	if x.stage() != 0 || x.toggleEverApplied() {
 		return false
 	}
 	errs := x.spec.WindowsKeepSamples(x.interval(), group[0].Time.Sub(averagedSince(group)))

@@ -287,7 +287,7 @@ func (x *decider) record(rec *perfv1.WindowStatus, job *Job, w k6.Window) bool {
 	if !*rec.Valid {
 		x.event(true, perfv1.ReasonWindowInvalid, "%s window of stage %s is not trustworthy: %v", rec.Variant, stageName(x.spec, rec.Stage), rec.Invalid)
 	}
-	if x.st.Toggle != nil && x.st.Toggle.AppliedAt != nil {
+	if x.toggleEverApplied() {
 		if msg, bad := x.errorRateBreach(rec); bad {
 			x.finish(perfv1.PhaseAborted, perfv1.ReasonErrorRate, msg)
 			return false
