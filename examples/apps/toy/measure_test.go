@@ -217,35 +217,70 @@ func TestBuffersHoldFixedBlock(t *testing.T) {
 // TestProfilingGroundTruth: the app exports the CPU its profiling switch added
 // and its own CPU and requests with the switch on and off; the per-request
 // ratio is the overhead a PerfExperiment should find on the pod.
+//
+// The ground truth is the whole process's CPU (what the pod's CPU metric
+// counts), which includes the runtime's other threads: on a loaded machine
+// they added 30–250 µs to a 2 ms request at random, enough to move the ratio
+// by several points either way (+0.233 once, where the test asked ≤ +0.21). So the test checks the two parts apart, each
+// without noise: the app splits the process's CPU at the switches exactly
+// (each state's share lies between the test's own readings of the process
+// clock around the switches), and the requests cost 20 % more with profiling
+// on (their median CPU on the serving thread's clock).
 func TestProfilingGroundTruth(t *testing.T) {
+	p0 := processCPU()
 	a := testApp(t, func(c *config) { c.WorkCPU, c.ProfilingOverhead, c.WorkAlloc = 2*time.Millisecond, 0.2, 0 })
+	p1 := processCPU()
 	h := a.mainHandler()
-	serve := func(n int) {
+	serve := func(n int) []time.Duration {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		for range n {
-			request(t, h)
+		d := make([]time.Duration, n)
+		for i := range d {
+			d[i] = request(t, h)
 		}
+		return d
 	}
-	serve(50)
+	off := serve(50)
 	if v := testutil.ToFloat64(a.switchCPU); v != 0 || a.profilingRequests(1) != 0 || a.profilingRequests(0) != 50 {
 		t.Fatalf("before the switch: %g added, requests on %g, off %g", v, a.profilingRequests(1), a.profilingRequests(0))
 	}
+	p2 := processCPU()
 	setSwitch(t, a, "profiling", "on")
-	serve(100)
+	p3 := processCPU()
+	on := serve(100)
+	p4 := processCPU()
 	setSwitch(t, a, "profiling", "off")
-	serve(50)
+	p5 := processCPU()
+	off = append(off, serve(50)...)
+	p6 := processCPU()
+	cpuOn, cpuOff := a.profilingCPU(1), a.profilingCPU(0)
+	p7 := processCPU()
+
 	if added, want := testutil.ToFloat64(a.switchCPU), 100*0.4e-3; math.Abs(added-want) > 1e-9 {
 		t.Errorf("added %g s; want %g", added, want)
-	}
-	on := a.profilingCPU(1) / a.profilingRequests(1)
-	off := a.profilingCPU(0) / a.profilingRequests(0)
-	// The process spent the work (2 ms, 2.4 ms with profiling) and a little
-	// handling around it on every request.
-	if truth := on/off - 1; truth > 0.21 || truth < 0.15 {
-		t.Errorf("ground truth %+.3f (%.3f ms a request on, %.3f off); want a little under +0.2", truth, on*1e3, off*1e3)
 	}
 	if a.profilingRequests(1) != 100 || a.profilingRequests(0) != 100 {
 		t.Errorf("requests on %g, off %g", a.profilingRequests(1), a.profilingRequests(0))
 	}
+	// On: from the switch on (between p2 and p3) to the switch off (between
+	// p4 and p5). Off: from the app's start (p0–p1) to the switch on, and from
+	// the switch off to the reading (p6–p7).
+	bracket := func(state string, got float64, lo, hi time.Duration) {
+		if got < lo.Seconds() || got > hi.Seconds() {
+			t.Errorf("process CPU with profiling %s: %.6f s, want within [%.6f, %.6f] (the test's own readings)", state, got, lo.Seconds(), hi.Seconds())
+		}
+	}
+	bracket("on", cpuOn, p4-p3, p5-p2)
+	bracket("off", cpuOff, (p2-p1)+(p6-p5), (p3-p0)+(p7-p4))
+
+	// The requests: 2 ms of work, 2.4 ms with profiling, and a little handling
+	// around it on every request: +0.196 to +0.202 over 100 runs on an idle
+	// machine, +0.193 to +0.207 over 300 on two cores shared with a benchmark
+	// (preemption costs the serving thread CPU too).
+	mOn, mOff := median(on), median(off)
+	if truth := float64(mOn)/float64(mOff) - 1; truth > 0.22 || truth < 0.18 {
+		t.Errorf("per request %+.3f (%v on, %v off, medians on the serving thread's clock); want +0.2 ± 0.02", truth, mOn, mOff)
+	}
+	t.Logf("process CPU per request: on %.3f ms, off %.3f ms (%+.3f); serving thread: %v on, %v off",
+		cpuOn/100*1e3, cpuOff/100*1e3, cpuOn/cpuOff-1, mOn, mOff)
 }
