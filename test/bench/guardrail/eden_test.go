@@ -57,16 +57,14 @@ func (c edenCell) run(seed uint64, guarded float64) *run {
 // promotion, a toggle that allocates 30 % more (its GC period shortens, and
 // may land near the samples: stroboscopic sampling), and the seed's leak. It
 // prints a table. Every leak must be aborted, naming its pod, within 20
-// minutes, and healthy pods promoting up to 10 MB per collection must never
-// be. Printed, not failed (README, "An independent heap model"): healthy pods
-// promoting 30 MB per collection, whose old generation grows by about 30
-// MB/min until mixed collections reclaim it, a few of which the jump took
-// for a leak while the load rose (the teeth steepen, the floors climb with
-// the old generation and the sampling phase; 8 in 21,600 pod-hours on the
-// five seed sets, 2 since the band follows the floors' creep,
-// TestCreepingOldGeneration); and the allocation toggle,
-// whose stroboscopic climbs end higher than the last (a slow leak to every
-// rule).
+// minutes, and healthy pods must never be, also those promoting 30 MB per
+// collection, whose old generation grows by about 30 MB/min until mixed
+// collections reclaim it (the jump took 8 of them for a leak in 21,600
+// pod-hours on the five seed sets while the load rose, 2 after the band
+// followed the floors' creep, none since its physical bound comes from the
+// newer floors: TestCreepingOldGeneration). Printed, not failed (README, "An
+// independent heap model"): the allocation toggle, whose stroboscopic climbs
+// end higher than the last (a slow leak to every rule).
 func TestIndependentHeapModel(t *testing.T) {
 	off := offset(t)
 	n, guarded := runs(4, 15), 3*hour
@@ -114,7 +112,7 @@ func TestIndependentHeapModel(t *testing.T) {
 			}
 		}
 		fmt.Fprintf(&b, "%s%d in %.0f%s\n", row, aborts, hours, first)
-		if aborts > 0 && c.gain == 0 && c.promotion <= 10 {
+		if aborts > 0 && c.gain == 0 {
 			t.Errorf("healthy pod aborted: %s%d in %.0f%s", row, aborts, hours, first)
 		}
 	}
@@ -163,29 +161,25 @@ func TestIndependentHeapModelFactors(t *testing.T) {
 
 // TestCreepingOldGeneration replays the healthy runs of
 // TestIndependentHeapModel (30 MB promoted per collection, GC ~60 s, 15 s
-// samples) that the jump aborted on the five seed sets before the band
-// followed the floors' creep (creep, internal/guardrail/jump.go): the old
-// generation filled at about 30 MB/min, under the limit, while the load rose.
-// Six must no longer be aborted; two still are (the floors' phase spread
-// hides their creep from the trend test), and are printed.
+// samples) that the jump aborted on the five seed sets: the old generation
+// filled at about 30 MB/min, under the limit, while the load rose. Six have
+// passed since the band follows the floors' creep (creep,
+// internal/guardrail/jump.go); the other two (13000153 and 18000126: the
+// floors' phase spread hides their creep from the trend test) since the
+// band's physical bound comes from the newer floors (band).
 func TestCreepingOldGeneration(t *testing.T) {
 	runs := []struct {
 		noise float64
 		seed  uint64
-		still bool
 	}{
-		{0.01, 3001978, false}, {0.003, 8000124, false}, {0.01, 8001953, false},
-		{0.003, 13000128, false}, {0.003, 13000153, true}, {0.003, 13000170, false},
-		{0.003, 18000126, true}, {0.01, 23001951, false},
+		{0.01, 3001978}, {0.003, 8000124}, {0.01, 8001953}, {0.003, 13000128},
+		{0.003, 13000153}, {0.003, 13000170}, {0.003, 18000126}, {0.01, 23001951},
 	}
 	for _, r := range runs {
 		c := edenCell{noise: r.noise, period: 60, interval: 15, promotion: 30}
 		o := playAll(1, func(int) *run { return c.run(r.seed, 3*hour) })[0]
-		switch {
-		case o.breach != nil && !r.still:
+		if o.breach != nil {
 			t.Errorf("seed %d (%.1f %% noise): healthy pod aborted %.0f s after the toggle: %s", r.seed, 100*r.noise, o.after, o.breach.Message)
-		case o.breach != nil:
-			t.Logf("seed %d (%.1f %% noise): still aborted %.0f s after the toggle: %s", r.seed, 100*r.noise, o.after, o.breach.Message)
 		}
 	}
 }
