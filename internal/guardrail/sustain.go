@@ -103,7 +103,10 @@ func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
 // TestStroboscopicSawtooth). A leak climbs past anything before it; until it
 // has, a rise the pod has already made and undone is not evidence of
 // retention. assess applies it to every evidence of a series without a
-// sawtooth (the ramp, the sustained rise, the trend of its levels).
+// sawtooth (the ramp, the sustained rise, the trend of its levels). A
+// history without a drop may still have fallen back from a level slowly, a
+// strobe descending its tooth: its deepest fall counts like a drop
+// (deepestFall).
 //
 // A drop vetoes for dropMemory times as long as its height takes at the
 // growth limit, whether or not it is still in the history: a climb can take
@@ -128,8 +131,43 @@ func (w *workspace) sustainEvidence(theta float64) (verdict, bool) {
 // in 7,000 pod-hours through: near its wrap a strobe's samples hover and
 // flip, and look held or flat.
 func (w *workspace) beenHere(theta float64) bool {
-	d, ok := w.counting(theta)
-	return ok && w.cy[len(w.cy)-1] <= d.reach()
+	y := w.cy[len(w.cy)-1]
+	if d, ok := w.counting(theta); ok && y <= d.reach() {
+		return true
+	}
+	if w.drop.ok {
+		return false
+	}
+	f, ok := w.deepestFall()
+	return ok && w.ct[len(w.ct)-1]-f.at <= dropMemory*(f.top-f.bottom)/theta && y <= f.reach()
+}
+
+// deepestFall is, for a history without a drop, its largest fall from a
+// point to a later one, however many samples it took, when it is deeper than
+// dropFrac of the point it fell from: at is the lower point's time. A strobe
+// whose GC period is a
+// little longer than the interval is sampled a little earlier in its cycle
+// at every sample and descends its tooth over many samples, then jumps back
+// up at the wrap; when the load shortens the period below the interval, it
+// climbs the tooth instead. The history then holds a climb and, before it,
+// a descent with no sudden drop in it: the climb rises at hundreds of MB a
+// minute to the level the descent started from (the independent heap model,
+// a toggle that allocates 30 % more at GC ~20 s sampled every 15 s:
+// test/bench/guardrail TestIndependentHeapModel). A leak has not fallen
+// back.
+func (w *workspace) deepestFall() (drop, bool) {
+	var best drop
+	top := math.Inf(-1)
+	for j, v := range w.cy {
+		if v > top {
+			top = v
+			continue
+		}
+		if top-v > best.top-best.bottom && isDrop(top, v) {
+			best = drop{top: top, bottom: v, at: w.ct[j], ok: true}
+		}
+	}
+	return best, best.ok
 }
 
 // counting is the drop that still counts at the newest point, of the

@@ -246,6 +246,13 @@ func TestBeenHere(t *testing.T) {
 		{"a smaller drop in the history does not hide a remembered one that still counts", cat(climb(2, 2.5, 30), climb(1.5, 3, 34)), dropAt(-60), true},
 		{"nor one that counts no more: the history's own decides", cat(climb(2, 2.5, 30), climb(1.5, 3, 34)), dropAt(945 - 52*60), false},
 		{"and a higher one in the history wins over the remembered", cat(climb(2, 5, 30), climb(1.5, 5.5, 34)), dropAt(-60), true},
+		// A strobe descending its tooth (GC a little slower than the samples),
+		// then climbing it (the load made GC a little faster): no sudden drop.
+		{"a slow descent, then a climb back below its start", cat(climb(5.1, 3.1, 25), climb(3.1, 5.0, 25)), drop{}, true},
+		{"up to its start plus a quarter of the descent", cat(climb(5.1, 3.1, 25), climb(3.1, 5.59, 25)), drop{}, true},
+		{"past it", cat(climb(5.1, 3.1, 25), climb(3.1, 5.62, 25)), drop{}, false},
+		{"a slow descent of less than 15 % is no fall", cat(climb(5.1, 4.4, 25), climb(4.4, 5.0, 25)), drop{}, false},
+		{"a slow descent forgotten like a drop (2 GB: 38 minutes)", cat(climb(5.1, 3.1, 4), climb(3.1, 3.1, 150), climb(3.1, 5.0, 10)), drop{}, false},
 	} {
 		w := newWorkspace()
 		for i := range c.y {

@@ -183,3 +183,25 @@ func TestCreepingOldGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestDescendingStrobe replays the runs of TestIndependentHeapModel's
+// allocation toggle (GC ~20 s, +30 %, 15 s samples) that the sustained rise
+// aborted at seed offsets 0 and 5,000,000: the GC period moved across the
+// interval with the load, so the samples descended the tooth for minutes
+// without a sudden drop, then climbed it. Since a slow fall vetoes like a
+// drop (deepestFall, internal/guardrail/sustain.go) none may be aborted.
+func TestDescendingStrobe(t *testing.T) {
+	runs := []struct {
+		noise float64
+		seed  uint64
+	}{
+		{0.003, 3000482}, {0.01, 3002330}, {0.03, 3005880}, {0.003, 8000497}, {0.01, 8002287},
+	}
+	for _, r := range runs {
+		c := edenCell{noise: r.noise, period: 20, interval: 15, promotion: 10, gain: 0.3}
+		o := playAll(1, func(int) *run { return c.run(r.seed, 3*hour) })[0]
+		if o.breach != nil {
+			t.Errorf("seed %d (%.1f %% noise): the allocation toggle aborted %.0f s after it: %s", r.seed, 100*r.noise, o.after, o.breach.Message)
+		}
+	}
+}
