@@ -139,33 +139,39 @@ func (w *workspace) teeth(spacing float64) []tooth {
 // over the sampling phase (uniformly), a dozen of them can miss the top of
 // that spread, and a new one lands above the highest of n with probability
 // 1/(n+1), by a fraction of the range that is below 9/n with probability
-// e^-9. It is capped at the physical bound, the second lowest floor plus the
-// fastest reference allocation over the gap before the floor: the first
-// sample after a GC cannot sit further up its cycle. With aliased sampling
-// the floors sit at one phase, their range is the noise, and the band stays
-// tight.
-//
-// The bound's floor is the second lowest of the newer two thirds of the
-// floors (fy in time order): a floor that rises under the growth limit (an
-// old generation filling as the load rises) leaves its oldest floors below
-// where it now is. From all the floors, the bound came from floors 10–12
-// minutes old, and a healthy pod's newest floor, sampled late in its interval
-// on teeth steepened by the load, cleared it by a few tens of MB more than
-// the jump asks (internal/guardrail/edensim, 30 MB promoted per collection:
-// 2 aborts in 21,600 pod-hours, test/bench/guardrail
-// TestCreepingOldGeneration). For a flat floor the newer two thirds' second
-// lowest is a little higher than all the floors' (about 7 % of the phase's
-// spread, 45 MB in the seed story): leaks at p95 up to 44 s later in a few cells, most within 10 s
-// (README, "An independent heap model").
+// e^-9. It is capped at the physical bound (physicalBound). With aliased
+// sampling the floors sit at one phase, their range is the noise, and the
+// band stays tight.
 func band(fy []float64, bound float64) (m, top float64) {
-	low2 := secondLowest(fy[len(fy)/3:])
 	m = median(fy)
 	n := len(fy)
 	q75 := nth(fy, (3*n)/4)
 	second := nth(fy, n-2)
 	lowest := nth(fy, 0)
 	top = math.Max(m+2*(q75-m), second) + 9*(nth(fy, n-1)-lowest)/float64(n)
-	return m, math.Min(top, low2+bound)
+	return m, math.Min(top, bound)
+}
+
+// physicalBound is as high as a floor sampled gap seconds after the GC before
+// it can sit: the second lowest reference floor plus the fastest reference
+// allocation over the gap (the first sample after a GC cannot sit further up
+// its cycle). The band's top and the allowance for a floor sampled late in
+// its cycle (phaseLag) both stop at it. fy must be in time order.
+//
+// The floor it starts from is the second lowest of the newer two thirds of
+// the floors: a floor that rises under the growth limit (an old generation
+// filling as the load rises) leaves its oldest floors below where it now is.
+// From all the floors, the bound came from floors 10–12 minutes old, and a
+// healthy pod's newest floor, sampled late in its interval on teeth steepened
+// by the load, cleared it by a few tens of MB more than the jump asks
+// (internal/guardrail/edensim, 30 MB promoted per collection: 2 aborts in
+// 21,600 pod-hours, test/bench/guardrail TestCreepingOldGeneration). For a
+// flat floor the newer two thirds' second lowest is a little higher than all
+// the floors' (about 7 % of the phase's spread, 45 MB in the seed story):
+// leaks at p95 up to 44 s later in a few cells, most within 10 s (README,
+// "An independent heap model").
+func physicalBound(fy []float64, r reference, gap float64) float64 {
+	return secondLowest(fy[len(fy)/3:]) + (r.rate+2*r.chunkSD)*gap
 }
 
 // secondLowest is the second smallest of v (+Inf with fewer than two).
@@ -236,7 +242,8 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 			recent = math.Max(recent, v)
 		}
 	}
-	m, top := band(fy, (ref.rate+2*ref.chunkSD)*cur.gap)
+	bound := physicalBound(fy, ref, cur.gap)
+	m, top := band(fy, bound)
 	top = math.Max(top, recent)
 	// A metrics source without noise (a synthetic one) still has the KiB
 	// resolution of the history and real ones some rounding: 0.1 % of the
@@ -254,8 +261,7 @@ func (w *workspace) jumpEvidence(spacing, theta float64) (verdict, bool) {
 	// than its gap up its cycle). A band that already spreads over the
 	// sampling phase is at that bound and does not move.
 	if lag > 0 {
-		top = math.Max(top, math.Min(m+(ref.rate+math.Max(extra+allowSigmas*teethNoise, 0))*lag,
-			nth(fy, 1)+(ref.rate+2*ref.chunkSD)*cur.gap))
+		top = math.Max(top, math.Min(m+(ref.rate+math.Max(extra+allowSigmas*teethNoise, 0))*lag, bound))
 	}
 	// The allowance for faster allocation uses the extra slope's upper
 	// bound: an underestimate would let a toggle that allocates 30 % more
