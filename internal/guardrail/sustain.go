@@ -139,7 +139,7 @@ func (w *workspace) beenHere(theta float64) bool {
 		return false
 	}
 	f, ok := w.deepestFall()
-	return ok && w.ct[len(w.ct)-1]-f.at <= dropMemory*(f.top-f.bottom)/theta && y <= f.reach()
+	return ok && f.counts(w.ct[len(w.ct)-1], theta) && y <= f.reach()
 }
 
 // deepestFall is, for a history without a drop, its largest fall from a
@@ -178,7 +178,7 @@ func (w *workspace) deepestFall() (drop, bool) {
 func (w *workspace) counting(theta float64) (best drop, ok bool) {
 	now := w.ct[len(w.ct)-1]
 	for _, d := range [...]drop{w.drop, w.prior} {
-		if d.ok && now-d.at <= dropMemory*(d.top-d.bottom)/theta && (!ok || d.reach() > best.reach()) {
+		if d.counts(now, theta) && (!ok || d.reach() > best.reach()) {
 			best, ok = d, true
 		}
 	}
@@ -199,6 +199,12 @@ func (w *workspace) remember(theta float64) drop {
 type drop struct {
 	top, bottom, at float64
 	ok              bool
+}
+
+// counts reports whether the drop still vetoes at now: for dropMemory times
+// as long as its height takes at the growth limit theta.
+func (d drop) counts(now, theta float64) bool {
+	return d.ok && now-d.at <= dropMemory*(d.top-d.bottom)/theta
 }
 
 // reach is how high the series may rise again without evidence of growth.
