@@ -221,11 +221,12 @@ func TestBuffersHoldFixedBlock(t *testing.T) {
 // The ground truth is the whole process's CPU (what the pod's CPU metric
 // counts), which includes the runtime's other threads: on a loaded machine
 // they added 30–250 µs to a 2 ms request at random, enough to move the ratio
-// by several points either way (+0.233 once, where the test asked ≤ +0.21). So the test checks the two parts apart, each
-// without noise: the app splits the process's CPU at the switches exactly
-// (each state's share lies between the test's own readings of the process
-// clock around the switches), and the requests cost 20 % more with profiling
-// on (their median CPU on the serving thread's clock).
+// by several points either way (+0.233 once, where the test asked ≤ +0.21).
+// So the test checks the two parts apart, each without noise: the app splits
+// the process's CPU at the switches exactly (each state's share lies between
+// the test's own readings of the process clock around the switches), and the
+// requests cost 20 % more with profiling on (their median CPU on the serving
+// thread's clock).
 func TestProfilingGroundTruth(t *testing.T) {
 	p0 := processCPU()
 	a := testApp(t, func(c *config) { c.WorkCPU, c.ProfilingOverhead, c.WorkAlloc = 2*time.Millisecond, 0.2, 0 })

@@ -168,18 +168,27 @@ func TestIndependentHeapModelFactors(t *testing.T) {
 // floors' phase spread hides their creep from the trend test) since the
 // band's physical bound comes from the newer floors (band).
 func TestCreepingOldGeneration(t *testing.T) {
-	runs := []struct {
-		noise float64
-		seed  uint64
-	}{
+	replayHealthy(t, edenCell{period: 60, interval: 15, promotion: 30}, []edenRun{
 		{0.01, 3001978}, {0.003, 8000124}, {0.01, 8001953}, {0.003, 13000128},
 		{0.003, 13000153}, {0.003, 13000170}, {0.003, 18000126}, {0.01, 23001951},
-	}
+	})
+}
+
+// edenRun is one replayed run of the independent model: its noise and seed.
+type edenRun struct {
+	noise float64
+	seed  uint64
+}
+
+// replayHealthy plays cell c at each run's noise and seed for three guarded
+// hours, and fails on any abort.
+func replayHealthy(t *testing.T, c edenCell, runs []edenRun) {
+	t.Helper()
 	for _, r := range runs {
-		c := edenCell{noise: r.noise, period: 60, interval: 15, promotion: 30}
+		c.noise = r.noise
 		o := playAll(1, func(int) *run { return c.run(r.seed, 3*hour) })[0]
 		if o.breach != nil {
-			t.Errorf("seed %d (%.1f %% noise): healthy pod aborted %.0f s after the toggle: %s", r.seed, 100*r.noise, o.after, o.breach.Message)
+			t.Errorf("seed %d (%.1f %% noise, %s): aborted %.0f s after the toggle: %s", r.seed, 100*r.noise, c.kind(), o.after, o.breach.Message)
 		}
 	}
 }
@@ -191,17 +200,7 @@ func TestCreepingOldGeneration(t *testing.T) {
 // without a sudden drop, then climbed it. Since a slow fall vetoes like a
 // drop (deepestFall, internal/guardrail/sustain.go) none may be aborted.
 func TestDescendingStrobe(t *testing.T) {
-	runs := []struct {
-		noise float64
-		seed  uint64
-	}{
+	replayHealthy(t, edenCell{period: 20, interval: 15, promotion: 10, gain: 0.3}, []edenRun{
 		{0.003, 3000482}, {0.01, 3002330}, {0.03, 3005880}, {0.003, 8000497}, {0.01, 8002287},
-	}
-	for _, r := range runs {
-		c := edenCell{noise: r.noise, period: 20, interval: 15, promotion: 10, gain: 0.3}
-		o := playAll(1, func(int) *run { return c.run(r.seed, 3*hour) })[0]
-		if o.breach != nil {
-			t.Errorf("seed %d (%.1f %% noise): the allocation toggle aborted %.0f s after it: %s", r.seed, 100*r.noise, o.after, o.breach.Message)
-		}
-	}
+	})
 }
