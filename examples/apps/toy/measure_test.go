@@ -66,6 +66,19 @@ func mean(d []time.Duration) time.Duration {
 	return sum / time.Duration(len(d))
 }
 
+// trimmedMean is the mean of d without its lowest and highest tenth. The thread
+// clock also charges a request for what the kernel and the runtime happen to do
+// on its thread (page faults on the dropped allocation, GC assists): on a loaded
+// machine that adds tens of milliseconds to a few requests, always upward, and
+// moved the plain mean of 200 requests by up to +7 % (CI, 2026-11-29). A cost
+// that lands on more than a tenth of the requests still moves the trimmed mean.
+func trimmedMean(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	k := len(s) / 10
+	return mean(s[k : len(s)-k])
+}
+
 func TestBurnCPUCountsCPUTimeNotWallTime(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -118,12 +131,12 @@ func TestProfilingOverhead(t *testing.T) {
 	n := rounds * perRound
 	medOff, medOn := median(off), median(on)
 	ratio := float64(medOn) / float64(medOff)
-	meanRatio := float64(mean(on)) / float64(mean(off))
+	meanRatio := float64(trimmedMean(on)) / float64(trimmedMean(off))
 	procRatio := float64(procOn) / float64(procOff)
 	t.Logf("work-cpu %s, %d requests per variant: thread CPU/request off median %s mean %s; on median %s mean %s",
 		a.cfg.WorkCPU, n, medOff, mean(off), medOn, mean(on))
-	t.Logf("profiling CPU ratio on/off: median %.4f, mean %.4f (want %.2f ±0.03); process CPU (getrusage) ratio %.4f, %s vs %s per request",
-		ratio, meanRatio, 1+overhead, procRatio, procOn/time.Duration(n), procOff/time.Duration(n))
+	t.Logf("profiling CPU ratio on/off: median %.4f, trimmed mean %.4f (want %.2f ±0.03), mean %.4f; process CPU (getrusage) ratio %.4f, %s vs %s per request",
+		ratio, meanRatio, 1+overhead, float64(mean(on))/float64(mean(off)), procRatio, procOn/time.Duration(n), procOff/time.Duration(n))
 
 	if medOff < a.cfg.WorkCPU || medOff > a.cfg.WorkCPU*115/100 {
 		t.Errorf("a request with profiling off costs %s of CPU, want -work-cpu %s (+15%% for the rest of the request)", medOff, a.cfg.WorkCPU)
@@ -132,7 +145,7 @@ func TestProfilingOverhead(t *testing.T) {
 		t.Errorf("profiling on/off CPU ratio %.4f, want %.2f ±0.03", ratio, 1+overhead)
 	}
 	if meanRatio < 1+overhead-0.03 || meanRatio > 1+overhead+0.03 {
-		t.Errorf("profiling on/off mean CPU ratio %.4f, want %.2f ±0.03", meanRatio, 1+overhead)
+		t.Errorf("profiling on/off trimmed mean CPU ratio %.4f, want %.2f ±0.03", meanRatio, 1+overhead)
 	}
 }
 
