@@ -249,8 +249,20 @@ func TestBeenHere(t *testing.T) {
 		// A strobe descending its tooth (GC a little slower than the samples),
 		// then climbing it (the load made GC a little faster): no sudden drop.
 		{"a slow descent, then a climb back below its start", cat(climb(5.1, 3.1, 25), climb(3.1, 5.0, 25)), drop{}, true},
-		{"up to its start plus a quarter of the descent", cat(climb(5.1, 3.1, 25), climb(3.1, 5.59, 25)), drop{}, true},
-		{"past it", cat(climb(5.1, 3.1, 25), climb(3.1, 5.62, 25)), drop{}, false},
+		// The reach: its start plus a quarter of the descent, plus what the
+		// limit allows since its bottom (the climb's first point, 6 minutes
+		// before the newest: 0.63 GB), 6.23 GB.
+		{"up to its start plus a quarter of the descent and the limit's growth since", cat(climb(5.1, 3.1, 25), climb(3.1, 6.2, 25)), drop{}, true},
+		{"past it", cat(climb(5.1, 3.1, 25), climb(3.1, 6.26, 25)), drop{}, false},
+		{"past it sooner (2¾ minutes: 5.89 GB)", cat(climb(5.1, 3.1, 25), climb(3.1, 5.95, 12)), drop{}, false},
+		// Beside a drop: the drop reaches 5.1 + ¼·1.5 = 5.475 GB, the descent
+		// 5.1 + ¼·3.1 = 5.875 GB and more with the limit's growth.
+		{"a descent, then a smaller wrap's drop: the descent still counts", cat(climb(5.1, 2.0, 25), climb(2.0, 4.3, 10), climb(3.6, 5.7, 15)), drop{}, true},
+		// A fall mostly in one step (4.0 → 3.5 → 3.2 GB, neither a drop):
+		// it vetoes up to 4.2 GB, its reach does not grow.
+		{"a step with less than a drop's fall per sample counts", cat(climb(4.0, 4.0, 10), []float64{3.5 * gb}, climb(3.2, 4.15, 20)), drop{}, true},
+		{"and is passed like a drop", cat(climb(4.0, 4.0, 10), []float64{3.5 * gb}, climb(3.2, 4.5, 20)), drop{}, false},
+		{"a fall through a drop is no descent, and a drop's reach does not grow", cat(climb(4.0, 4.0, 10), climb(3.0, 3.0, 10), climb(3.0, 4.9, 30)), drop{}, false},
 		{"a slow descent of less than 15 % is no fall", cat(climb(5.1, 4.4, 25), climb(4.4, 5.0, 25)), drop{}, false},
 		{"a slow descent forgotten like a drop (2 GB: 38 minutes)", cat(climb(5.1, 3.1, 4), climb(3.1, 3.1, 150), climb(3.1, 5.0, 10)), drop{}, false},
 	} {

@@ -62,9 +62,10 @@ func (c edenCell) run(seed uint64, guarded float64) *run {
 // collections reclaim it (the jump took 8 of them for a leak in 21,600
 // pod-hours on the five seed sets while the load rose, 2 after the band
 // followed the floors' creep, none since its physical bound comes from the
-// newer floors: TestCreepingOldGeneration). Printed, not failed (README, "An
-// independent heap model"): the allocation toggle, whose stroboscopic climbs
-// end higher than the last (a slow leak to every rule).
+// newer floors: TestCreepingOldGeneration), nor the allocation toggle, whose
+// stroboscopic climbs end higher than the last (12 aborts in 21,600
+// pod-hours on the five seed sets before a slow fall vetoed like a drop, 2
+// before a descent counted beside one: TestDescendingStrobe).
 func TestIndependentHeapModel(t *testing.T) {
 	off := offset(t)
 	n, guarded := runs(4, 15), 3*hour
@@ -112,7 +113,7 @@ func TestIndependentHeapModel(t *testing.T) {
 			}
 		}
 		fmt.Fprintf(&b, "%s%d in %.0f%s\n", row, aborts, hours, first)
-		if aborts > 0 && c.gain == 0 {
+		if aborts > 0 {
 			t.Errorf("healthy pod aborted: %s%d in %.0f%s", row, aborts, hours, first)
 		}
 	}
@@ -198,9 +199,15 @@ func replayHealthy(t *testing.T, c edenCell, runs []edenRun) {
 // aborted at seed offsets 0 and 5,000,000: the GC period moved across the
 // interval with the load, so the samples descended the tooth for minutes
 // without a sudden drop, then climbed it. Since a slow fall vetoes like a
-// drop (deepestFall, internal/guardrail/sustain.go) none may be aborted.
+// drop (deepestDescent, internal/guardrail/sustain.go) none may be aborted.
+// The last two, from offsets 10,000,000 and 20,000,000, held a small wrap's
+// drop beside the descent and climbed ~200 MB past the descent's start (the
+// old generation grows under the tooth): they pass since a descent counts
+// beside a drop and its reach rises at the growth limit; neither change
+// alone passes them.
 func TestDescendingStrobe(t *testing.T) {
 	replayHealthy(t, edenCell{period: 20, interval: 15, promotion: 10, gain: 0.3}, []edenRun{
 		{0.003, 3000482}, {0.01, 3002330}, {0.03, 3005880}, {0.003, 8000497}, {0.01, 8002287},
+		{0.02, 13004081}, {0.03, 23005900},
 	})
 }
