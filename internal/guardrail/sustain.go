@@ -200,8 +200,8 @@ func (w *workspace) deepestDescent() (best drop, gradual bool) {
 // of its fall. A cache evicted at once falls in one step of its size, so
 // noise cannot make it gradual; a strobe's descent falls a little at every
 // sample. With a half, a Go working set's 0.5 GB eviction at 3 % noise was
-// gradual in a fifth of the runs (its fall is the step plus the noise's
-// highest and lowest reads around it), and a leak 2 minutes after it took
+// often gradual (its fall is the step plus the noise's highest and lowest
+// reads around it), and a leak 2 minutes after it took
 // p95 616 s instead of 404 s; with a fifth, the two strobes this is for
 // (TestDescendingStrobe, 2–3 % noise) were not gradual.
 const gradualStep = 0.25
