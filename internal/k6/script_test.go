@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"text/template"
 	"time"
 
 	perfv1 "perfexp.dev/perf-operator/api/v1alpha1"
@@ -52,6 +53,54 @@ func TestScriptConfigMap(t *testing.T) {
 	}
 	if again := scriptOf(t, testExperiment()); again != cm.Data[ScriptKey] {
 		t.Error("two renderings of the same spec differ")
+	}
+}
+
+// TestScriptPlaceholders: run.js.tmpl holds each placeholder once and no other
+// action, so filling the three renders all of it (a new action in the file would
+// reach k6 as text).
+func TestScriptPlaceholders(t *testing.T) {
+	rest := scriptTemplateText
+	for _, p := range []string{placeholderExperiment, placeholderUserModule, placeholderConfig} {
+		if n := strings.Count(rest, p); n != 1 {
+			t.Errorf("run.js.tmpl holds %s %d times, want once", p, n)
+		}
+		rest = strings.ReplaceAll(rest, p, "")
+	}
+	if i := strings.Index(rest, "{{"); i >= 0 {
+		t.Errorf("run.js.tmpl has an action fill does not fill: %q", rest[max(0, i-20):min(len(rest), i+20)])
+	}
+}
+
+// TestScriptIsWhatTheTemplateWrote: fill writes byte for byte what text/template
+// (which rendered run.js until the manager dropped it, see placeholderConfig)
+// writes from the same file and parts, parts that hold a placeholder's text
+// included: such a part is data, not substituted again.
+func TestScriptIsWhatTheTemplateWrote(t *testing.T) {
+	tmpl := template.Must(template.New(ScriptKey).Parse(scriptTemplateText))
+	nested := testExperiment()
+	nested.Spec.Load.Requests[0].Headers = []perfv1.HTTPHeader{{Name: "X-Echo", Value: placeholderConfig + placeholderExperiment}}
+	nested.Spec.Load.Requests[1].Body = placeholderUserModule + "{{" + "}}"
+	for name, exp := range map[string]*perfv1.PerfExperiment{
+		"requests":         testExperiment(),
+		"scriptRef":        withScriptRef(testExperiment()),
+		"placeholder text": nested,
+	} {
+		parts, err := partsOf(exp)
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		var want strings.Builder
+		if err := tmpl.Execute(&want, parts); err != nil {
+			t.Fatal(name, err)
+		}
+		got := scriptOf(t, exp)
+		if got != want.String() {
+			t.Errorf("%s: run.js differs from the template's rendering:\n got %q\nwant %q", name, got, want.String())
+		}
+		if name == "placeholder text" && !strings.Contains(got, placeholderConfig+placeholderExperiment) {
+			t.Errorf("%s: the header's placeholder text was substituted", name)
+		}
 	}
 }
 
