@@ -20,7 +20,7 @@ const ScriptKey = "run.js"
 var scriptTemplateText string
 
 // The placeholders of run.js.tmpl, each there once. They are filled by plain
-// substitution (renderScript), not by text/template: a template calls methods
+// substitution (scriptParts.fill), not by text/template: a template calls methods
 // by name through reflection, and a binary that can do that keeps every
 // exported method of every type it links, since the linker cannot tell which
 // one a template might call. With text/template the manager was 47 MB, without
